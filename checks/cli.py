@@ -1,0 +1,275 @@
+"""The ``rlspec`` command line: check, list, explain, prove.
+
+Exit codes: 0 conforms (declared deviations allowed), 1 a clause failed or errored (or a proof was
+not proved), 2 bad arguments or a candidate that cannot be loaded (one line, no traceback unless
+``--verbose``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from rlspec.spec import catalogue
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    from rlspec.checks.engine import PROFILES
+
+    parser = argparse.ArgumentParser(prog="rlspec", description="Conformance suite for policy-gradient RL math.")
+    parser.add_argument("--version", action="version", version="rlspec 0.1.0")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser("check", help="check a candidate against the clause catalogue")
+    check.add_argument("--candidate", default="reference", metavar="SPEC",
+                       help="built-in name, dotted module (module:object allowed) or .py file (default: reference)")
+    check.add_argument("--profile", default="quick", choices=list(PROFILES),
+                       help="; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()))
+    check.add_argument("--only", metavar="PATTERN", help="comma-separated clause ids, globs (GAE-*) or chapter names")
+    check.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    check.add_argument("--device", default="cpu", help="cpu or cuda (torch candidates)")
+    check.add_argument("--xfail", metavar="FILE", help="expected deviations: CLAUSE-ID  # reason, one per line")
+    check.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
+    check.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
+    check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
+    check.add_argument("-n", "--workers", type=int, default=1, metavar="WORKERS", help="run clauses on this many processes")
+    check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+
+    listing = commands.add_parser("list", help="print the clause catalogue")
+    listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+
+    explain = commands.add_parser("explain", help="statement, sources, proof, reference code and checks of a clause")
+    explain.add_argument("clause")
+
+    prove = commands.add_parser("prove", help="run the symbolic proofs and print each verdict")
+    prove.add_argument("--only", metavar="PATTERN", help="glob over proof ids (e.g. 'gae.*')")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    handler = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "prove": cmd_prove}[args.command]
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `rlspec list | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------
+# check
+
+
+def _write(path: str, text: str, terminal) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+def cmd_check(args) -> int:
+    from rlspec.checks import report
+    from rlspec.checks.engine import UsageError, run_conformance
+    from rlspec.checks.loader import LoadError, load
+
+    terminal = sys.stderr if "-" in (args.json, args.junit) else sys.stdout
+    if args.workers < 1:
+        print("rlspec: -n WORKERS must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        print(f"rlspec: unknown --device {args.device!r}; use cpu or cuda", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        from rlspec.checks.engine import select
+
+        select(args.only)
+        candidate = load(args.candidate, device=args.device)
+    except (LoadError, UsageError) as exc:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    terminal.write(report.header(args.candidate, args.profile, args.seed, args.dtype, args.device) + "\n")
+    terminal.flush()
+
+    def progress(result):
+        terminal.write(report.row(result) + "\n")
+        terminal.flush()
+
+    partial_json = args.json
+
+    def checkpoint(run):
+        """Rewrite the JSON report after every clause so an interrupted run leaves a valid one."""
+        if partial_json and partial_json != "-":
+            _write(partial_json, run.dumps(), terminal)
+
+    try:
+        run = run_conformance(
+            candidate,
+            clauses=args.only,
+            profile=args.profile,
+            seed=args.seed,
+            dtype=args.dtype,
+            device=args.device,
+            xfail=args.xfail,
+            on_result=progress,
+            workers=args.workers,
+            on_checkpoint=checkpoint,
+        )
+    except UsageError as exc:
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    report.write_terminal_footer(run, terminal)
+    if args.json:
+        _write(args.json, run.dumps(), terminal)
+    if args.junit:
+        _write(args.junit, report.junit(run), terminal)
+    if run.incomplete:
+        return 130
+    return EXIT_OK if run.ok else EXIT_FAIL
+
+
+# ------------------------------------------------------------------------------------------------
+# list, explain, prove
+
+
+def _catalogue_json() -> list[dict]:
+    from rlspec.checks.registry import load_all
+
+    registry = load_all()
+    return [
+        {
+            "id": c.id,
+            "chapter": c.chapter,
+            "statement": c.statement,
+            "sources": [{"seed": s.seed, "section": s.section} for s in c.sources],
+            "operations": list(c.operations),
+            "proofs": list(c.proofs),
+            "checks": [k.qualified for k in registry.get(c.id, [])],
+            "likely_cause": c.likely_cause,
+            "bugs": list(c.bugs),
+        }
+        for c in catalogue.clauses()
+    ]
+
+
+def markdown_catalogue() -> str:
+    """``docs/clauses.md``, generated from the catalogue (a test keeps the file in sync)."""
+    lines = ["# Clause catalogue", "", "Generated by `rlspec list --format markdown`; do not edit by hand.", ""]
+    for chapter in catalogue.chapters():
+        lines += [f"## {chapter.title}", ""]
+        for c in chapter.clauses:
+            lines.append(f"### `{c.id}`")
+            lines.append("")
+            lines.append(c.statement)
+            lines.append("")
+            lines.append(f"- operation: {', '.join(f'`{o}`' for o in c.operations)}")
+            lines.append(f"- source: {'; '.join(str(s) for s in c.sources)}")
+            if c.proofs:
+                lines.append(f"- proofs: {', '.join(f'`{p}`' for p in c.proofs)}")
+            if c.likely_cause:
+                lines.append(f"- a failure most often means: {c.likely_cause}")
+            if c.bugs:
+                lines.append(f"- catches: {'; '.join(c.bugs)}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def cmd_list(args) -> int:
+    if args.format == "json":
+        print(json.dumps(_catalogue_json(), indent=2))
+    elif args.format == "markdown":
+        sys.stdout.write(markdown_catalogue())
+    else:
+        for chapter in catalogue.chapters():
+            print(f"{chapter.title} ({chapter.name})")
+            for c in chapter.clauses:
+                ops = ",".join(c.operations)
+                print(f"  {c.id:<42} {ops:<14} {textwrap.shorten(c.statement, 90)}")
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from rlspec.checks.adapters import reference as reference_adapter
+    from rlspec.checks.registry import load_all
+    from rlspec.spec.proofs import PROOFS
+
+    try:
+        clause = catalogue.by_id(args.clause)
+    except KeyError as exc:
+        print(f"rlspec: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    wrap = lambda text, indent="  ": textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent)
+    out = [clause.id, "", wrap(clause.statement), "", f"chapter: {clause.chapter}",
+           f"operation: {', '.join(clause.operations)}", "sources:"]
+    out += [f"  {s}" for s in clause.sources]
+    if clause.likely_cause:
+        out += ["likely cause of a failure:", wrap(clause.likely_cause)]
+    if clause.bugs:
+        out += ["real bugs it targets (research/bugs.md):"] + [f"  {b}" for b in clause.bugs]
+    for proof_id in clause.proofs:
+        proof = PROOFS[proof_id]
+        verdict = proof()
+        out += ["", f"proof {proof_id}: {verdict.status}", wrap(proof.statement), wrap("assumptions: " + proof.assumptions)]
+        if verdict.counterexample:
+            out.append(wrap("counterexample: " + verdict.counterexample))
+    for op in clause.operations:
+        function = getattr(reference_adapter, op, None)
+        if function is not None:
+            out += ["", f"reference {function.__module__}.{function.__name__}:", ""]
+            out += ["  " + line for line in inspect.getsource(function).rstrip().splitlines()]
+    checks = load_all().get(clause.id, [])
+    out += ["", "checks:"] + [f"  {c.qualified}: {c.doc}" for c in checks]
+    print("\n".join(out))
+    return EXIT_OK
+
+
+def cmd_prove(args) -> int:
+    import fnmatch
+
+    from rlspec.spec.proofs import PROOFS
+
+    clauses_by_proof: dict[str, list[str]] = {}
+    for c in catalogue.clauses():
+        for p in c.proofs:
+            clauses_by_proof.setdefault(p, []).append(c.id)
+    chosen = [p for p in PROOFS.values() if not args.only or fnmatch.fnmatch(p.id, args.only)]
+    if not chosen:
+        print(f"rlspec: --only {args.only!r} matches no proof", file=sys.stderr)
+        return EXIT_USAGE
+    start = time.perf_counter()
+    bad = 0
+    for p in chosen:
+        t0 = time.perf_counter()
+        verdict = p()
+        used = ", ".join(clauses_by_proof.get(p.id, [])) or "no clause"
+        print(f"  {verdict.status:<13} {p.id:<34} {time.perf_counter() - t0:5.2f}s  ({used})")
+        if not verdict.ok:
+            bad += 1
+            print(f"      {verdict.counterexample}")
+    print(f"{len(chosen)} proofs: {len(chosen) - bad} proved, {bad} not proved in {time.perf_counter() - start:.1f} s")
+    return EXIT_OK if bad == 0 else EXIT_FAIL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Load a candidate from a built-in name, a dotted module (optionally ``module:object``) or a file.
+
+A candidate module exposes any subset of the protocol's operations as functions, and may declare:
+
+    RLSPEC_ARRAY = "torch"          # numpy (default), torch or jax: the arrays it receives
+    RLSPEC_PRECISION = "float32"    # it computes in single precision: judge it with float32 bounds
+    RLSPEC_FLAGS = "float"          # terminated / truncated as 0.0 / 1.0 arrays instead of bool
+    RLSPEC_CONVENTIONS = {...}      # declared conventions (e.g. {"advantage_std_ddof": 1})
+    RLSPEC_XFAIL = {"CLAUSE-ID": "reason, with an upstream link"}
+    RLSPEC_VERSION = "1.2.3"        # the version of the code under test
+
+Loading runs the candidate's code. Nothing is loaded until asked for; built-in adapters live in
+``rlspec.checks.adapters`` and are imported only by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from rlspec.checks.protocol import ARRAY_KINDS, OPERATIONS, Candidate, captured_output
+
+BUILTIN = {"reference": "rlspec.checks.adapters.reference"}
+
+
+class LoadError(Exception):
+    """The candidate could not be loaded; the message is one line."""
+
+
+def _import_file(path: Path) -> ModuleType:
+    name = f"rlspec_candidate_{abs(hash(str(path.resolve()))):x}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _resolve(spec: str):
+    target, _, attribute = spec.partition(":")
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise LoadError(f"no such file: {target}")
+        module = _import_file(path)
+    elif target in BUILTIN:
+        module = importlib.import_module(BUILTIN[target])
+    else:
+        module = importlib.import_module(target)
+    obj = module
+    if attribute:
+        for part in attribute.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, type) or (callable(obj) and not any(hasattr(obj, op) for op in OPERATIONS)):
+            obj = obj()  # a class or factory that builds the candidate object
+    return module, obj
+
+
+def load(spec: str = "reference", *, device: str = "cpu") -> Candidate:
+    """Load ``spec``; raises :class:`LoadError` with one line saying why not."""
+    try:
+        with captured_output():
+            module, obj = _resolve(spec)
+    except LoadError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise LoadError(f"cannot load candidate {spec!r}: {exc}") from None
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except BaseException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise LoadError(f"cannot load candidate {spec!r}: {type(exc).__name__} while importing" + (f": {first}" if first else "")) from None
+
+    return from_object(obj, spec=spec, module=module, device=device)
+
+
+def from_object(obj, *, spec: str | None = None, module=None, device: str = "cpu") -> Candidate:
+    """A :class:`Candidate` from a module or object exposing protocol operations as attributes."""
+    module = module if module is not None else obj
+    spec = spec or getattr(obj, "__name__", type(obj).__name__)
+    operations = {name: getattr(obj, name) for name in OPERATIONS if callable(getattr(obj, name, None))}
+    declared = lambda key, default: getattr(obj, key, getattr(module, key, default))
+    array = declared("RLSPEC_ARRAY", "numpy")
+    if array not in ARRAY_KINDS:
+        raise LoadError(f"candidate {spec!r} declares RLSPEC_ARRAY = {array!r}; expected one of {', '.join(ARRAY_KINDS)}")
+    precision = declared("RLSPEC_PRECISION", None)
+    if precision not in (None, "float64", "float32", "float16", "bfloat16"):
+        raise LoadError(f"candidate {spec!r} declares RLSPEC_PRECISION = {precision!r}; expected float64 or float32")
+    flags = declared("RLSPEC_FLAGS", "bool")
+    if flags not in ("bool", "float"):
+        raise LoadError(f"candidate {spec!r} declares RLSPEC_FLAGS = {flags!r}; expected 'bool' or 'float'")
+    xfail = dict(declared("RLSPEC_XFAIL", {}) or {})
+    if device != "cpu" and array != "torch":
+        raise LoadError(f"--device {device} needs a torch candidate (RLSPEC_ARRAY = 'torch'); {spec!r} uses {array}")
+    return Candidate(
+        spec=spec,
+        name=spec if spec in BUILTIN else getattr(module, "__name__", spec),
+        operations=operations,
+        array=array,
+        precision=None if precision == "float64" else precision,
+        flags=flags,
+        conventions=dict(declared("RLSPEC_CONVENTIONS", {}) or {}),
+        xfail={str(k).upper(): str(v) for k, v in xfail.items()},
+        version=str(declared("RLSPEC_VERSION", declared("__version__", ""))),
+        device=device,
+    )

@@ -1,0 +1,8 @@
+"""The specification: the clause catalogue (data) and the SymPy proofs of its identities.
+
+Imports SymPy and its own catalogue only; nothing here calls reference or check code.
+"""
+
+from rlspec.spec.catalogue import Clause, Source, by_id, chapters, clauses
+
+__all__ = ["Clause", "Source", "by_id", "chapters", "clauses"]

@@ -1,0 +1,109 @@
+"""Three-valued symbolic verdicts.
+
+A proof is a function returning a :class:`ProofResult`:
+
+* ``proved``: every identity it states simplifies to exactly zero under the stated assumptions;
+* ``refuted``: some identity is non-zero at an exact rational point, which is the counterexample;
+* ``inconclusive``: SymPy could neither simplify to zero nor find a non-zero point. This fails
+  closed: ``rlspec prove`` and the tests treat it as not proved.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+import sympy as sp
+
+PROVED, REFUTED, INCONCLUSIVE = "proved", "refuted", "inconclusive"
+
+
+@dataclass
+class ProofResult:
+    status: str
+    steps: list[str] = field(default_factory=list)  # one line per identity established
+    counterexample: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PROVED
+
+
+@dataclass(frozen=True)
+class Proof:
+    id: str
+    statement: str
+    assumptions: str
+    function: Callable[..., ProofResult]
+
+    def __call__(self, **overrides) -> ProofResult:
+        try:
+            return self.function(**overrides)
+        except Exception as exc:  # a proof that crashes proves nothing
+            return ProofResult(INCONCLUSIVE, counterexample=f"proof raised {type(exc).__name__}: {exc}")
+
+
+PROOFS: dict[str, Proof] = {}
+
+
+def proof(proof_id: str, *, statement: str, assumptions: str):
+    """Register a proof function under ``proof_id`` (referenced by clauses' ``proofs`` field)."""
+
+    def register(function):
+        if proof_id in PROOFS:
+            raise ValueError(f"duplicate proof id {proof_id}")
+        PROOFS[proof_id] = Proof(proof_id, " ".join(statement.split()), " ".join(assumptions.split()), function)
+        return function
+
+    return register
+
+
+def _nonzero_point(expr: sp.Expr, rng: random.Random, tries: int = 24):
+    """An exact rational assignment of the free symbols at which ``expr`` is non-zero, or None."""
+    symbols = sorted(expr.free_symbols, key=lambda s: s.name)
+    for _ in range(tries):
+        point = {}
+        for s in symbols:
+            value = sp.Rational(rng.randint(1, 97), rng.randint(1, 97))
+            if s.is_integer:
+                value = sp.Integer(rng.randint(1, 9))
+            elif s.is_negative:
+                value = -value
+            elif s.is_positive is not True and rng.random() < 0.5:
+                value = -value
+            point[s] = value
+        try:
+            value = sp.nsimplify(expr.subs(point))
+        except Exception:
+            continue
+        if value.is_number and value.is_finite and value != 0:
+            return point, value
+    return None
+
+
+def identity(lhs, rhs, label: str, seed: int = 0) -> ProofResult:
+    """Decide ``lhs == rhs``: proved (difference simplifies to 0), refuted (rational witness) or inconclusive."""
+    difference = sp.expand(sp.sympify(lhs) - sp.sympify(rhs))
+    if difference == 0 or sp.simplify(difference) == 0:
+        return ProofResult(PROVED, [f"{label}: proved"])
+    witness = _nonzero_point(difference, random.Random(seed))
+    if witness is not None:
+        point, value = witness
+        shown = ", ".join(f"{s} = {v}" for s, v in point.items())
+        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} lhs - rhs = {value}")
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: lhs - rhs = {difference}")
+
+
+def combine(results: list[ProofResult]) -> ProofResult:
+    """All proved -> proved; any refuted -> refuted (first counterexample); otherwise inconclusive."""
+    steps = [s for r in results for s in r.steps]
+    for status in (REFUTED, INCONCLUSIVE):
+        bad = [r for r in results if r.status == status]
+        if bad:
+            return ProofResult(status, steps, bad[0].counterexample)
+    return ProofResult(PROVED, steps)
+
+
+def run(proof_id: str, **overrides) -> ProofResult:
+    return PROOFS[proof_id](**overrides)
