@@ -198,12 +198,19 @@ def _matches(clause_id: str, patterns: list[str]) -> bool:
 
 
 def select(only: str | Iterable[str] | None) -> list[catalogue.Clause]:
-    """Clauses whose id matches any of the comma-separated glob patterns (all if None)."""
+    """Clauses matching any comma-separated pattern: an id, a glob (``GAE-*``) or a chapter name.
+
+    A pattern starting with ``!`` excludes what it matches (``!GAE-FLOAT32-*``); with only
+    exclusions, everything else is selected.
+    """
     every = list(catalogue.clauses())
     if not only:
         return every
     patterns = [p.strip() for p in (only.split(",") if isinstance(only, str) else only) if p.strip()]
-    chosen = [c for c in every if _matches(c.id, patterns) or any(p.lower() == c.chapter for p in patterns)]
+    hit = lambda c, p: _matches(c.id, [p]) or p.lower() == c.chapter
+    include = [p for p in patterns if not p.startswith("!")]
+    exclude = [p[1:] for p in patterns if p.startswith("!")]
+    chosen = [c for c in every if (not include or any(hit(c, p) for p in include)) and not any(hit(c, p) for p in exclude)]
     if not chosen:
         raise UsageError(f"--only {','.join(patterns)!r} matches no clause (see `rlspec list`)")
     return chosen

@@ -230,11 +230,9 @@ def format_call(operation: str, args: dict[str, Any], limit: int = 64) -> str:
         if isinstance(value, np.ndarray):
             if value.size > limit:
                 text = f"<array shape={value.shape} dtype={value.dtype}>"
-            elif value.dtype == bool:
-                text = f"np.array({value.tolist()!r})"
             else:
-                text = f"np.array({[repr(float(x)) for x in value.ravel()]!s}, dtype=np.{value.dtype}).reshape({value.shape})"
-                text = text.replace("'", "")
+                text = f"np.array({value.tolist()!r}"
+                text += ")" if value.dtype in (bool, np.float64) else f", dtype=np.{value.dtype})"
             parts.append(f"{name}={text}")
         else:
             parts.append(f"{name}={value!r}")

@@ -21,7 +21,12 @@ once more: the tolerance is twice the bound, plus u S1_t for input rounding:
 
     tol_t = u (2 (n_t + 1) S1_t + 2 S2_t + S1_t)
 
-Returns add one rounding of ``A_t + V_t``: ``tol_t + u (|A_t| + |V_t|)``.
+Returns: a candidate may round V_t to its own precision (u |V_t|) and then rounds the sum
+(u |A_t + V_t| <= u (|A_t| + |V_t|)): ``tol_t + u (|A_t| + 2 |V_t|)``.
+
+Underflow. Below the smallest normal number ``eta`` (1.2e-38 in float32) rounding is absolute, not
+relative: each rounding may also lose up to ``eta`` (flush-to-zero included). Counting three inputs
+per TD error, that is ``m_j + 3 eta / u`` in place of ``m_j`` in the bound above.
 """
 
 from __future__ import annotations
@@ -52,11 +57,19 @@ def segment_steps(episode_end):
     return discounted_sum(np.ones(episode_end.shape), episode_end, 1.0)
 
 
+def smallest_normal(u: float) -> float:
+    """``eta`` for the precision whose unit roundoff is ``u``."""
+    for dtype in (np.float64, np.float32, np.float16):
+        if u <= np.finfo(dtype).eps / 2:
+            return float(np.finfo(dtype).smallest_normal)
+    return float(np.finfo(np.float16).smallest_normal)
+
+
 def gae_tolerance(rewards, values, next_values, terminated, truncated, gamma, lam, u):
     """Per-element tolerance on advantages for the inputs given (see the module docstring)."""
     rewards, values, next_values = (np.abs(np.asarray(x, dtype=np.float64)) for x in (rewards, values, next_values))
     episode_end = np.logical_or(terminated, truncated)
-    m = rewards + abs(gamma) * np.where(terminated, 0.0, next_values) + values
+    m = rewards + abs(gamma) * np.where(terminated, 0.0, next_values) + values + 3 * smallest_normal(u) / u
     c = abs(gamma * lam)
     s1 = discounted_sum(m, episode_end, c)
     s2 = discounted_sum(s1, episode_end, c)
@@ -65,7 +78,7 @@ def gae_tolerance(rewards, values, next_values, terminated, truncated, gamma, la
 
 
 def returns_tolerance(advantage_tol, advantages, values, u):
-    return advantage_tol + u * (np.abs(advantages) + np.abs(values))
+    return advantage_tol + u * (np.abs(advantages) + 2 * np.abs(values)) + smallest_normal(u)
 
 
 def rewards_to_go_tolerance(rewards, gamma, u):

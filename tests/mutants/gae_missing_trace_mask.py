@@ -1,0 +1,16 @@
+"""Mutant: ``(1 - done)`` zeroes the bootstrap but not the recursion, so advantage leaks backwards
+across every episode end (seed 000 §3.3: "Forgetting the second one is a real bug")."""
+
+import numpy as np
+
+RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY"], "bug": "missing trace mask (seed 000 §3.3)"}
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    advantages = np.zeros_like(rewards)
+    running = np.zeros_like(rewards[0])
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * np.where(terminated[t], 0.0, next_values[t]) - values[t]
+        running = delta + gamma * lam * running
+        advantages[t] = running
+    return advantages, advantages + values

@@ -1,0 +1,69 @@
+"""Every proof proves; every proof refutes a realistic wrong version of its identity; the verdict
+is three-valued and an inconclusive one fails closed."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae
+from rlspec.spec.proofs.core import ProofResult, combine, identity
+
+
+@pytest.mark.parametrize("proof_id", sorted(PROOFS))
+def test_proof_is_proved(proof_id):
+    result = PROOFS[proof_id]()
+    assert result.status == PROVED, result.counterexample
+    assert result.steps, "a proof must record what it established"
+
+
+WRONG = {
+    # the n-step return bootstrapped one power of gamma short
+    "gae.n_step_telescoping": dict(n_step=lambda k: sum(gae.gamma**j * gae.r[j] for j in range(k)) + gae.gamma ** (k - 1) * gae.V[k] - gae.V[0]),
+    # weights lambda^n instead of (1 - lambda) lambda^(n-1)
+    "gae.geometric_collapse": dict(weight=lambda n, lam: lam**n),
+    "gae.finite_horizon_correction": dict(weight=lambda n, lam: lam ** (n - 1)),
+    # a trace factor of gamma alone (Brax's advantage)
+    "gae.lambda_zero": dict(advantage=lambda k, lam: sum(gae.gamma**j * gae.td_error(j) for j in range(k))),
+    "gae.lambda_one": dict(advantage=lambda k, lam: sum((lam) ** j * gae.td_error(j) for j in range(k))),
+    # the trace is never cut
+    "gae.recursion_unrolls": dict(recursion=lambda k, end: gae.backward_recursion(k, end_at=-1)),
+    # every step weighted by the whole-episode return
+    "returns.reward_to_go_recursion": dict(returns=lambda t, T: sum(gae.gamma**k * gae.r[k] for k in range(T))),
+}
+
+
+@pytest.mark.parametrize("proof_id", sorted(WRONG))
+def test_a_wrong_identity_is_refuted_with_a_counterexample(proof_id):
+    result = PROOFS[proof_id](**WRONG[proof_id])
+    assert result.status == REFUTED
+    assert " = " in result.counterexample
+
+
+def test_every_proof_with_a_formula_parameter_has_a_wrong_version_tested():
+    import inspect
+
+    parametrised = {pid for pid, p in PROOFS.items() if inspect.signature(p.function).parameters}
+    assert parametrised <= set(WRONG)
+
+
+def test_identity_is_three_valued():
+    x = sp.Symbol("x")
+    assert identity((x + 1) ** 2, x**2 + 2 * x + 1, "square").status == PROVED
+    refuted = identity((x + 1) ** 2, x**2 + 1, "wrong square")
+    assert refuted.status == REFUTED and "x =" in refuted.counterexample
+    f, g = sp.Function("f"), sp.Function("g")
+    unknown = identity(f(x), g(x), "opaque")  # no rational point evaluates to a number
+    assert unknown.status == INCONCLUSIVE and not unknown.ok
+
+
+def test_combine_fails_closed():
+    proved, unknown = ProofResult(PROVED, ["a"]), ProofResult(INCONCLUSIVE, ["b"], "why")
+    assert combine([proved, unknown]).status == INCONCLUSIVE
+    assert combine([proved, ProofResult(REFUTED, ["c"], "x = 1"), unknown]).counterexample == "x = 1"
+    assert combine([proved, proved]).ok
+
+
+def test_a_proof_that_crashes_is_inconclusive():
+    result = PROOFS["gae.lambda_zero"](advantage=lambda k, lam: 1 / 0)
+    assert result.status == INCONCLUSIVE and "ZeroDivisionError" in result.counterexample

@@ -1,0 +1,79 @@
+"""The reference is pinned to hand-computed and exact values, not only to its own checks, and
+passes every clause."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rlspec.checks import run_conformance
+from rlspec.checks.strategies import rollouts
+from rlspec.reference import gae as ref
+from rlspec.reference.returns import rewards_to_go
+
+P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
+          terminated=np.array([0, 1, 0, 0], bool), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
+P2 = dict(P1, next_values=np.array([0.5, 3.0, 0.5, 2.0]), terminated=np.zeros(4, bool),
+          truncated=np.array([0, 1, 0, 0], bool))
+
+
+def test_seed_hand_computed_example():
+    advantages, returns = ref.gae(**P1)
+    assert advantages.tolist() == [0.875, 0.5, 1.125, 1.5]  # exact: dyadic rationals
+    assert returns.tolist() == [1.375, 1.0, 1.625, 2.0]
+
+
+def test_truncated_twin():
+    assert ref.gae(**P2)[0].tolist() == [1.25, 2.0, 1.125, 1.5]
+
+
+def test_both_flags_set_is_terminal():
+    both = dict(P2, terminated=P2["truncated"])
+    assert ref.gae(**both)[0].tolist() == [0.875, 0.5, 1.125, 1.5]
+
+
+def test_rewards_to_go_known_answer():
+    assert rewards_to_go(np.array([1.0, 2.0, 3.0]), 0.5).tolist() == [2.75, 3.5, 3.0]
+    assert rewards_to_go(np.array([], dtype=float), 0.9).tolist() == []
+
+
+def test_float32_in_float32_out():
+    p = {k: (v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in P1.items()}
+    assert ref.gae(**p)[0].dtype == np.float32
+
+
+@pytest.mark.parametrize("K", range(1, 9))
+@pytest.mark.parametrize("lam", [0.0, 0.3, 1.0])
+def test_mixture_weights_sum_to_one(K, lam):
+    weights = ref.lambda_mixture_weights(K, lam)
+    assert len(weights) == K and weights.sum() == pytest.approx(1.0, abs=1e-15)
+
+
+def test_segment_lengths():
+    term = np.array([0, 1, 0, 0, 0], bool)
+    trunc = np.array([0, 0, 0, 1, 0], bool)
+    assert ref.segment_lengths(term, trunc).tolist() == [2, 1, 2, 1, 1]
+
+
+@given(rollouts(n_envs=st.none() | st.integers(1, 3)))
+def test_mixture_form_equals_recursion(rollout):
+    r = rollout
+    recursion = ref.gae(r.rewards, r.values, r.next_values, r.terminated, r.truncated, r.gamma, r.lam)[0]
+    mixture = ref.lambda_mixture_advantage(r.rewards, r.values, r.next_values, r.terminated, r.truncated, r.gamma, r.lam)
+    scale = np.abs(r.rewards).sum() + np.abs(r.values).sum() + np.abs(r.next_values).sum() + 1e-300
+    np.testing.assert_allclose(mixture, recursion, rtol=0, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_reference_passes_every_clause(seed, dtype):
+    run = run_conformance("reference", seed=seed, dtype=dtype)
+    assert run.ok, [(r.id, r.message) for r in run.failures]
+    assert all(r.status == "pass" for r in run.results)
+
+
+def test_reference_passes_every_clause_at_ci_profile():
+    run = run_conformance("reference", profile="ci", seed=1)
+    assert run.ok, [(r.id, r.message) for r in run.failures]
