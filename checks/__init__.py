@@ -3,19 +3,27 @@ the engine, the command line and the reports.
 
     from rlspec.checks import run_conformance
     assert run_conformance("mypkg.rlspec_adapter", profile="ci").ok
+
+Names are imported on first use, so the pytest plugin costs nothing in a test run that does not
+ask for a candidate.
 """
 
-from rlspec.checks.engine import ClauseResult, ConformanceResult, run_conformance
-from rlspec.checks.loader import LoadError, load
-from rlspec.checks.protocol import OPERATIONS, Candidate, CandidateError
+import importlib
 
-__all__ = [
-    "OPERATIONS",
-    "Candidate",
-    "CandidateError",
-    "ClauseResult",
-    "ConformanceResult",
-    "LoadError",
-    "load",
-    "run_conformance",
-]
+_EXPORTS = {
+    "run_conformance": "rlspec.checks.engine",
+    "ClauseResult": "rlspec.checks.engine",
+    "ConformanceResult": "rlspec.checks.engine",
+    "load": "rlspec.checks.loader",
+    "LoadError": "rlspec.checks.loader",
+    "OPERATIONS": "rlspec.checks.protocol",
+    "Candidate": "rlspec.checks.protocol",
+    "CandidateError": "rlspec.checks.protocol",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'rlspec.checks' has no attribute {name!r}")

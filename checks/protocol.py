@@ -113,6 +113,8 @@ class Call:
     code: str
     printed: str = ""
     output_dtypes: tuple[str, ...] = ()
+    raw: Any = None  # what the candidate returned, unconverted (torch tensors keep their graph)
+    inputs: dict[str, Any] = field(default_factory=dict)  # the arguments as the candidate received them
 
 
 def unit_roundoff(dtype) -> float:
@@ -124,22 +126,24 @@ def unit_roundoff(dtype) -> float:
 # conversion
 
 
-def _to_candidate(value, candidate: Candidate, dtype):
+def _to_candidate(value, candidate: Candidate, dtype, kind: str | None = None, requires_grad: bool = False):
     """A fresh copy of a suite value in the candidate's array kind (scalars pass through)."""
     if not isinstance(value, np.ndarray):
         return value
+    kind = kind or candidate.array
     array = value.copy()
     if array.dtype == bool:
         if candidate.flags == "float":
             array = array.astype(dtype)
     else:
         array = array.astype(dtype)
-    if candidate.array == "torch":
+    if kind == "torch":
         import torch
 
         tensor = torch.from_numpy(array)
-        return tensor.to(candidate.device) if candidate.device != "cpu" else tensor
-    if candidate.array == "jax":
+        tensor = tensor.to(candidate.device) if candidate.device != "cpu" else tensor
+        return tensor.requires_grad_(True) if requires_grad else tensor
+    if kind == "jax":
         import jax.numpy as jnp
 
         return jnp.asarray(array)
@@ -256,14 +260,21 @@ def call(
     outputs: int = 1,
     shape: tuple[int, ...] | None = None,
     allow_nonfinite: bool = False,
+    array: str | None = None,
+    requires_grad: tuple[str, ...] = (),
 ) -> Call:
     """Call ``candidate.operation(**args)`` and validate what comes back.
 
     ``outputs``: how many arrays the operation returns (1: a bare array; n > 1: a tuple of n).
-    ``shape``: the shape every output must have (None: not checked).
+    ``shape``: the shape every output must have (None: not checked; ``()`` for a scalar).
+    ``array``: pass arrays as this kind whatever the candidate declares (``"torch"`` for the
+    operations whose meaning is a gradient); ``requires_grad``: inputs passed as leaf tensors that
+    require grad. ``Call.raw`` keeps the candidate's own return value for autograd.
     """
     function = candidate.operations[operation]
-    converted = {name: _to_candidate(value, candidate, dtype) for name, value in args.items()}
+    converted = {
+        name: _to_candidate(value, candidate, dtype, array, name in requires_grad) for name, value in args.items()
+    }
     before = {name: _snapshot(value) for name, value in converted.items()}
     code = format_call(operation, {k: (v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in args.items()})
     with warnings.catch_warnings(), captured_output() as printed, np.errstate(all="ignore"):
@@ -318,4 +329,4 @@ def call(
     if candidate.precision:
         precisions.append(np.dtype(candidate.precision))
     u = max(unit_roundoff(p) for p in precisions)
-    return Call(arrays, u, code, printed.getvalue(), tuple(str(d) for d in dtypes))
+    return Call(arrays, u, code, printed.getvalue(), tuple(str(d) for d in dtypes), raw=result, inputs=converted)

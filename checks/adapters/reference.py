@@ -1,9 +1,31 @@
-"""The built-in candidate ``reference``: rlspec's own reference implementations."""
+"""The built-in candidate ``reference``: rlspec's own reference implementations.
 
-from rlspec.reference.gae import gae
-from rlspec.reference.returns import rewards_to_go
+Every function in a ``rlspec.reference`` module whose name is a protocol operation is exported
+here, so a new reference module needs no edit to this file.
+"""
+
+import importlib
+import pkgutil
+
+import rlspec.reference
+from rlspec.checks.protocol import OPERATIONS
 
 RLSPEC_ARRAY = "numpy"
 RLSPEC_VERSION = "rlspec reference"
 
-__all__ = ["gae", "rewards_to_go"]
+
+def _discover() -> dict:
+    found = {}
+    for info in pkgutil.iter_modules(rlspec.reference.__path__):
+        module = importlib.import_module(f"rlspec.reference.{info.name}")
+        for name in OPERATIONS:
+            function = getattr(module, name, None)
+            if callable(function) and getattr(function, "__module__", "") == module.__name__:
+                if name in found:
+                    raise ImportError(f"two reference implementations of {name}: {found[name].__module__} and {module.__name__}")
+                found[name] = function
+    return found
+
+
+globals().update(_discover())
+__all__ = sorted(_discover())

@@ -1,3 +1,7 @@
 """Clause checks, one module per chapter; importing this package registers them all."""
 
-from rlspec.checks.clauses import gae  # noqa: F401
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

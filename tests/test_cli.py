@@ -1,0 +1,158 @@
+"""The command line: exit codes, the table, the JSON and JUnit reports, --only, --xfail, list,
+explain, prove."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import MUTANTS, ROOT, VARIANTS, mutant_metadata
+from rlspec.checks.cli import main
+from rlspec.spec import catalogue
+
+TRUNCATION_MUTANT = str(ROOT / "tests" / "mutants" / "gae_truncation_as_terminal.py")
+GAE_MUTANTS = [m for m in MUTANTS if m.stem.startswith("gae_")]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_reference_exits_0_with_a_row_per_clause(capsys):
+    code, out, _ = run(capsys, "check")
+    assert code == 0
+    for clause in catalogue.clauses():
+        assert clause.id in out
+    assert out.splitlines()[0].startswith("rlspec 0.1.0 · candidate reference · profile quick · seed 0")
+    assert out.rstrip().splitlines()[-1].startswith(f"{len(catalogue.clauses())} clauses: {len(catalogue.clauses())} pass")
+
+
+def test_json_report_format(capsys, tmp_path):
+    path = tmp_path / "out.json"
+    code, _, _ = run(capsys, "check", "--only", "GAE-SEED-*", "--json", str(path))
+    report = json.loads(path.read_text())
+    assert code == 0
+    assert set(report) >= {"rlspec", "candidate", "profile", "seed", "clauses", "summary"}
+    assert report["candidate"] == "reference" and report["seed"] == 0 and report["profile"] == "quick"
+    assert [c["id"] for c in report["clauses"]] == ["GAE-SEED-EXAMPLE", "GAE-SEED-EXAMPLE-TRUNCATED"]
+    for clause in report["clauses"]:
+        assert set(clause) >= {"id", "operation", "status", "message", "counterexample"}
+        assert clause["operation"] == "gae" and clause["status"] == "pass"
+    assert report["summary"]["pass"] == 2 and sum(report["summary"].values()) == 2
+
+
+def test_json_to_stdout_moves_the_table_to_stderr(capsys):
+    code, out, err = run(capsys, "check", "--only", "GAE-SEED-EXAMPLE", "--json", "-")
+    assert code == 0 and json.loads(out)["summary"]["pass"] == 1
+    assert "GAE-SEED-EXAMPLE" in err
+
+
+@pytest.mark.parametrize("mutant", GAE_MUTANTS, ids=[m.stem for m in GAE_MUTANTS])
+def test_each_gae_mutant_exits_1_with_a_failing_gae_clause(capsys, tmp_path, mutant):
+    path = tmp_path / "out.json"
+    clauses = ",".join(mutant_metadata(mutant)["clauses"])
+    code, out, _ = run(capsys, "check", "--candidate", str(mutant), "--only", clauses, "--json", str(path))
+    report = json.loads(path.read_text())
+    assert code == 1
+    failing = [c for c in report["clauses"] if c["status"] == "fail"]
+    assert failing and all(c["operation"] == "gae" for c in failing)
+    assert "replay: rlspec check --candidate" in out
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.stem for v in VARIANTS])
+def test_each_variant_exits_0(capsys, variant):
+    code, _, _ = run(capsys, "check", "--candidate", str(variant), "--only", "!GAE-FLOAT32-LONG-ROLLOUT")
+    assert code == 0
+
+
+def test_junit_report(capsys, tmp_path):
+    path = tmp_path / "junit.xml"
+    code, _, _ = run(capsys, "check", "--candidate", TRUNCATION_MUTANT, "--only", "gae", "--junit", str(path))
+    suite = ET.parse(path).getroot()
+    assert code == 1 and suite.tag == "testsuite"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["GAE-TRUNCATION-BOOTSTRAP"].find("failure") is not None
+    assert cases["GAE-SEED-EXAMPLE"].find("failure") is None
+    assert int(suite.get("failures")) >= 1
+
+
+def test_xfail_file_turns_a_declared_failure_into_xfail(capsys, tmp_path):
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text(
+        "GAE-TRUNCATION-BOOTSTRAP  # https://example.org/issue/1 truncation is terminal by design\n"
+        "GAE-SEED-EXAMPLE-TRUNCATED  # same\n"
+        "GAE-NO-SUCH-CLAUSE  # typo\n"
+    )
+    code, out, _ = run(capsys, "check", "--candidate", TRUNCATION_MUTANT,
+                       "--only", "GAE-TRUNCATION-BOOTSTRAP,GAE-SEED-EXAMPLE-TRUNCATED", "--xfail", str(xfail))
+    assert code == 0
+    assert "xfail" in out and "warning: xfail entry GAE-NO-SUCH-CLAUSE matches no clause" in out
+
+
+def test_xfail_entry_that_conforms_is_reported(capsys, tmp_path):
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("GAE-SEED-EXAMPLE\n")
+    path = tmp_path / "out.json"
+    code, out, _ = run(capsys, "check", "--only", "GAE-SEED-EXAMPLE", "--xfail", str(xfail), "--json", str(path))
+    report = json.loads(path.read_text())
+    assert code == 0 and "has no '# reason'" in out
+    assert "conforms: the xfail entry can go" in report["clauses"][0]["notes"][0]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["check", "--candidate", "no_such_module_xyz"], "rlspec: cannot load candidate 'no_such_module_xyz': No module named 'no_such_module_xyz'"),
+        (["check", "--candidate", "missing_file.py"], "rlspec: no such file: missing_file.py"),
+        (["check", "--only", "NOPE-*"], "rlspec: --only 'NOPE-*' matches no clause (see `rlspec list`)"),
+        (["check", "--xfail", "/nonexistent/xfail.txt"], "rlspec: cannot read --xfail file /nonexistent/xfail.txt: No such file or directory"),
+        (["check", "-n", "0"], "rlspec: -n WORKERS must be at least 1"),
+        (["check", "--device", "tpu"], "rlspec: unknown --device 'tpu'; use cpu or cuda"),
+        (["explain", "GAE-NOPE"], "rlspec: no clause 'GAE-NOPE'; did you mean one of"),
+        (["prove", "--only", "nothing.*"], "rlspec: --only 'nothing.*' matches no proof"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_no_command_prints_help(capsys):
+    code, out, _ = run(capsys)
+    assert code == 2 and "check" in out
+
+
+def test_list_formats(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0 and "GAE-TRUNCATION-BOOTSTRAP" in out
+    code, out, _ = run(capsys, "list", "--format", "json")
+    entries = json.loads(out)
+    assert {e["id"] for e in entries} == {c.id for c in catalogue.clauses()}
+    assert all(e["checks"] for e in entries)
+
+
+def test_explain_shows_statement_proof_reference_and_checks(capsys):
+    code, out, _ = run(capsys, "explain", "gae-lambda-mixture")
+    assert code == 0
+    for expected in ("GAE-LAMBDA-MIXTURE", "proof gae.geometric_collapse: proved", "assumptions:",
+                     "reference rlspec.reference.gae.gae:", "def gae(", "checks:", "rlspec.checks.clauses.gae:lambda_mixture"):
+        assert expected in out
+
+
+def test_prove_reports_every_proof(capsys):
+    code, out, _ = run(capsys, "prove")
+    assert code == 0 and "not proved" in out and " 0 not proved" in out
+
+
+def test_console_script_is_installed():
+    done = subprocess.run(["rlspec", "check", "--only", "GAE-SEED-EXAMPLE"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "rlspec.checks.cli", "list"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "GAE-SEED-EXAMPLE" in done.stdout

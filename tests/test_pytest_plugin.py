@@ -1,0 +1,52 @@
+"""The pytest11 plugin: one item per clause, verdicts mapped to pytest outcomes."""
+
+from __future__ import annotations
+
+from conftest import ROOT
+
+pytest_plugins = ["pytester"]
+
+
+def runp(pytester, *args):
+    """An inner pytest run isolated from this repository's ini file and from the outer coverage."""
+    pytester.makeini("[pytest]\n")
+    ini = str(pytester.path / "tox.ini")
+    return pytester.runpytest_inprocess("-c", ini, "--rootdir", str(pytester.path), "-p", "no:cacheprovider", "-p", "no:cov", *args)
+
+
+def test_plugin_runs_one_item_per_clause(pytester):
+    result = runp(pytester, "--rlspec-candidate", "reference", "--rlspec-only", "GAE-SEED-*")
+    result.assert_outcomes(passed=2)
+
+
+def test_plugin_reports_a_failing_clause(pytester):
+    mutant = ROOT / "tests" / "mutants" / "gae_truncation_as_terminal.py"
+    result = runp(pytester, "--rlspec-candidate", str(mutant), "--rlspec-only", "GAE-TRUNCATION-BOOTSTRAP,GAE-SEED-EXAMPLE")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*likely cause: truncation treated as termination*"])
+
+
+def test_plugin_maps_not_provided_to_skip_and_xfail(pytester):
+    xfail = pytester.path / "xfail.txt"
+    xfail.write_text("GAE-TRUNCATION-BOOTSTRAP  # by design\n")
+    mutant = ROOT / "tests" / "mutants" / "rtg_reward_shifted.py"
+    result = runp(pytester, "--rlspec-candidate", str(mutant), "--rlspec-only", "GAE-TRUNCATION-BOOTSTRAP,RETURNS-*",
+                                          "--rlspec-xfail", str(xfail))
+    result.assert_outcomes(skipped=1, failed=1)
+
+
+def test_plugin_is_silent_without_a_candidate(pytester):
+    pytester.makepyfile("def test_x():\n    assert True\n")
+    result = runp(pytester, "-p", "no:cacheprovider", "-p", "no:cov")
+    result.assert_outcomes(passed=1)
+
+
+def test_plugin_unloadable_candidate_is_a_usage_error(pytester):
+    result = runp(pytester, "--rlspec-candidate", "no_such_module_xyz")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*rlspec: cannot load candidate 'no_such_module_xyz'*"])
+
+
+def test_header_names_the_candidate(pytester):
+    result = runp(pytester, "--rlspec-candidate", "reference", "--rlspec-only", "GAE-SEED-EXAMPLE")
+    result.stdout.fnmatch_lines(["rlspec: candidate reference, profile quick, seed 0, float64"])
