@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from conftest import ROOT
+from rlspec.checks import report  # noqa: F401  (imported here so pytester's in-process runs reuse
+from rlspec.checks.registry import load_all  # them: numpy cannot be imported twice in one process)
+
+load_all()
 
 pytest_plugins = ["pytester"]
 
