@@ -41,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
     check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
     check.add_argument("-n", "--workers", type=int, default=1, metavar="WORKERS", help="run clauses on this many processes")
+    check.add_argument("--time-limit", type=float, metavar="SECONDS",
+                       help="per-clause limit before the candidate is killed (default: quick 30, ci 120, thorough 600)")
+    check.add_argument("--memory-limit", type=int, metavar="MB", help="address-space cap per worker (default: RAM / (workers + 1))")
+    check.add_argument("--no-isolation", action="store_true",
+                       help="run the candidate in this process: faster start, but no time or memory limit")
     check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
 
     listing = commands.add_parser("list", help="print the clause catalogue")
@@ -92,6 +97,12 @@ def cmd_check(args) -> int:
     if args.workers < 1:
         print("rlspec: -n WORKERS must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    if args.no_isolation and (args.workers > 1 or args.time_limit or args.memory_limit):
+        print("rlspec: -n, --time-limit and --memory-limit need isolation (drop --no-isolation)", file=sys.stderr)
+        return EXIT_USAGE
+    if (args.time_limit is not None and args.time_limit <= 0) or (args.memory_limit is not None and args.memory_limit <= 0):
+        print("rlspec: --time-limit and --memory-limit must be positive", file=sys.stderr)
+        return EXIT_USAGE
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
         print(f"rlspec: unknown --device {args.device!r}; use cpu or cuda", file=sys.stderr)
         return EXIT_USAGE
@@ -99,7 +110,8 @@ def cmd_check(args) -> int:
         from rlspec.checks.engine import select
 
         select(args.only)
-        candidate = load(args.candidate, device=args.device)
+        # Isolated runs load the candidate in a worker (a hanging import is killed there).
+        candidate = args.candidate if not args.no_isolation else load(args.candidate, device=args.device)
     except (LoadError, UsageError) as exc:
         if args.verbose:
             import traceback
@@ -108,10 +120,16 @@ def cmd_check(args) -> int:
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    terminal.write(report.header(args.candidate, args.profile, args.seed, args.dtype, args.device) + "\n")
-    terminal.flush()
+    started = []
+
+    def start():
+        """The header goes out with the first verdict, so a candidate that cannot load prints one line."""
+        if not started:
+            started.append(True)
+            terminal.write(report.header(args.candidate, args.profile, args.seed, args.dtype, args.device) + "\n")
 
     def progress(result):
+        start()
         terminal.write(report.row(result) + "\n")
         terminal.flush()
 
@@ -132,13 +150,21 @@ def cmd_check(args) -> int:
             device=args.device,
             xfail=args.xfail,
             on_result=progress,
-            workers=args.workers,
             on_checkpoint=checkpoint,
+            isolate=not args.no_isolation,
+            workers=args.workers,
+            time_limit=args.time_limit,
+            memory_limit=args.memory_limit * 2**20 if args.memory_limit else None,
         )
-    except UsageError as exc:
+    except (LoadError, UsageError) as exc:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
+    start()
     report.write_terminal_footer(run, terminal)
     if args.json:
         _write(args.json, run.dumps(), terminal)

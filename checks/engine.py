@@ -33,13 +33,14 @@ STATUSES = ("pass", "fail", "error", "xfail", "skip", "not-provided")
 class Profile:
     name: str
     max_examples: int
+    time_limit: float  # seconds per clause before an isolated run kills the candidate
     description: str
 
 
 PROFILES = {
-    "quick": Profile("quick", 12, "pre-commit: known-answer vectors plus a few drawn examples per property"),
-    "ci": Profile("ci", 100, "a CI gate: 100 drawn examples per property, seeded, no deadline, no database"),
-    "thorough": Profile("thorough", 1000, "nightly: 1000 drawn examples per property"),
+    "quick": Profile("quick", 12, 30.0, "pre-commit: known-answer vectors plus a few drawn examples per property"),
+    "ci": Profile("ci", 100, 120.0, "a CI gate: 100 drawn examples per property, seeded, no deadline, no database"),
+    "thorough": Profile("thorough", 1000, 600.0, "nightly: 1000 drawn examples per property"),
 }
 DTYPES = {"float64": np.float64, "float32": np.float32}
 
@@ -144,6 +145,7 @@ class Context:
         self.seed = seed
         self.dtype = np.dtype(dtype)
         self.notes: list[str] = []
+        self._repeated: set[str] = set()
 
     @property
     def u(self) -> float:
@@ -151,9 +153,20 @@ class Context:
         return protocol.unit_roundoff(self.dtype)
 
     def call(self, operation: str, args: dict[str, Any], *, dtype=None, **options) -> protocol.Call:
-        """Call the candidate (see :func:`protocol.call`) with the run's dtype unless one is given."""
+        """Call the candidate (see :func:`protocol.call`) with the run's dtype unless one is given.
+
+        The first call of each operation in a clause is made twice to detect nondeterminism
+        (skipped for inputs over 20000 elements, where a repeat would cost too much).
+        """
         dtype = np.dtype(dtype or self.dtype)
+        if "repeat" not in options:
+            size = sum(v.size for v in args.values() if isinstance(v, np.ndarray))
+            options["repeat"] = operation not in self._repeated and size <= 20_000
+            self._repeated.add(operation)
         result = protocol.call(self.candidate, operation, args, dtype=dtype, **options)
+        for note in result.notes:
+            if note not in self.notes:
+                self.notes.append(note)
         if result.unit_roundoff > protocol.unit_roundoff(dtype):
             note = f"judged at the precision of its output ({', '.join(sorted(set(result.output_dtypes)))})"
             if note not in self.notes:
@@ -306,55 +319,82 @@ def run_conformance(
     xfail: dict[str, str] | str | Path | None = None,
     on_result: Callable[[ClauseResult], None] | None = None,
     on_checkpoint: Callable[["ConformanceResult"], None] | None = None,
+    isolate: bool = False,
     workers: int = 1,
+    time_limit: float | None = None,
+    memory_limit: int | None = None,
 ) -> ConformanceResult:
     """Check ``candidate`` against the catalogue; returns every clause's verdict.
 
     ``candidate``: a spec string (built-in name, dotted module, ``module:object`` or file path), a
     loaded :class:`Candidate`, or any object/module exposing protocol operations. ``xfail``: clause
-    id -> reason, or the path of an xfail file. Use in a library's tests as
-    ``assert run_conformance("mypkg.rlspec_adapter").ok``.
+    id -> reason, or the path of an xfail file. ``isolate``: run clauses in worker processes
+    (``workers`` of them) that are killed after ``time_limit`` seconds per clause (default: the
+    profile's) and capped at ``memory_limit`` bytes; the command line isolates by default. Use in a
+    library's tests as ``assert run_conformance("mypkg.rlspec_adapter").ok``.
     """
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; choose float64 or float32")
+    if workers < 1:
+        raise UsageError("workers must be at least 1")
     started = time.perf_counter()
-    warnings: list[str] = []
-    if isinstance(candidate, Candidate):
-        loaded = candidate
-    elif isinstance(candidate, str):
-        loaded = load(candidate, device=device)
-    else:
-        loaded = from_object(candidate, device=device)
-    declared = dict(loaded.xfail)
-    if isinstance(xfail, (str, Path)):
-        from_file, file_warnings = read_xfail_file(xfail)
-        declared.update(from_file)
-        warnings += file_warnings
-    elif xfail:
-        declared.update({k.upper(): v for k, v in xfail.items()})
-    known = {c.id for c in catalogue.clauses()}
-    for clause_id in sorted(set(declared) - known):
-        warnings.append(f"xfail entry {clause_id} matches no clause")
-
-    registry = load_all()
-    results = []
     selected = select(clauses)
     chosen_profile = PROFILES[profile]
-    run = ConformanceResult(loaded.spec, profile, seed, dtype, device, results, warnings)
+    if not isinstance(candidate, (str, Candidate)):
+        candidate = from_object(candidate, device=device)
+    spec = candidate if isinstance(candidate, str) else candidate.spec
+    warnings: list[str] = []
+    declared: dict[str, str] = {}
+    if isinstance(xfail, (str, Path)):
+        declared, warnings = read_xfail_file(xfail)
+    elif xfail:
+        declared = {k.upper(): v for k, v in xfail.items()}
+
+    results: list[ClauseResult] = []
+    run = ConformanceResult(spec, profile, seed, dtype, device, results, warnings)
+
+    def adopt(info_xfail: dict[str, str]) -> None:
+        """The candidate's own RLSPEC_XFAIL, overridden by the caller's file or dict."""
+        merged = {**info_xfail, **declared}
+        declared.clear()
+        declared.update(merged)
+        known = {c.id for c in catalogue.clauses()}
+        for clause_id in sorted(set(declared) - known):
+            warnings.append(f"xfail entry {clause_id} matches no clause")
+
+    def emit(result: ClauseResult) -> None:
+        _apply_xfail(result, declared.get(result.id))
+        if result.status in ("fail", "error"):
+            result.replay = replay_command(spec, result.id, profile, seed, dtype, device)
+        results.append(result)
+        if on_result:
+            on_result(result)
+        if on_checkpoint:
+            run.seconds = time.perf_counter() - started
+            on_checkpoint(run)
+
     try:
-        for clause in selected:
-            result = run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, []))
-            _apply_xfail(result, declared.get(clause.id))
-            if result.status in ("fail", "error"):
-                result.replay = replay_command(loaded.spec, clause.id, profile, seed, dtype, device)
-            results.append(result)
-            if on_result:
-                on_result(result)
-            if on_checkpoint:
-                run.seconds = time.perf_counter() - started
-                on_checkpoint(run)
+        if isolate:
+            from rlspec.checks import worker
+
+            limits = worker.Limits(
+                seconds=float(time_limit or chosen_profile.time_limit),
+                memory_bytes=memory_limit if memory_limit is not None else (
+                    worker.default_memory_limit(workers) if device == "cpu" else None),
+            )
+            jobs = [(c.id, c.operation) for c in selected]
+            worker.run_isolated(
+                candidate, device, jobs, profile=profile, seed=seed, dtype=dtype, workers=workers, limits=limits,
+                on_info=lambda info: adopt(info["xfail"]), on_result=worker.stream_in_order(len(jobs), emit),
+            )
+        else:
+            loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
+            adopt(loaded.xfail)
+            registry = load_all()
+            for clause in selected:
+                emit(run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, [])))
     except KeyboardInterrupt:
         run.incomplete = True
         run.warnings.append(f"interrupted: {len(results)} of {len(selected)} clauses finished")

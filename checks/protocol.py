@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import sys
 import tempfile
 import warnings
@@ -57,9 +58,31 @@ OPERATIONS: dict[str, Operation] = {
         ),
         Operation("normalize_advantages", "(advantages) -> advantages", "batch mean 0, std 1"),
         Operation(
+            "ppo_entropy_loss",
+            "(entropy, coef) -> loss",
+            "torch scalar -coef * mean(entropy), the entropy bonus as a term of the minimised loss; entropy (B,) "
+            "per-sample H or its estimate -log pi(a|s)",
+        ),
+        Operation(
+            "ppo_update",
+            "(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config) -> diagnostics",
+            "one PPO update (torch) on a stored batch: epochs of shuffled minibatches, one optimizer.step() each on "
+            "clip loss + vf_coef value loss + entropy bonus, gradient clipped to one global norm, early stop on the "
+            "k3 approximate KL; policy(obs) -> (dist, values), policy.evaluate_actions(obs, actions) -> "
+            "(values, log_prob, entropy); config keys clip_eps, epochs, minibatch_size, vf_coef, ent_coef, "
+            "max_grad_norm, target_kl (None: no stop), normalize_advantages, seed; returns a dict: ratios and "
+            "indices of the first minibatch before any step, approx_kl (each value the stop rule compared), epochs",
+        ),
+        Operation(
             "kl_estimate",
             "(logp_sampler, logp_other, kind) -> per-sample estimates",
             "estimates KL(sampler||other) from samples of the sampler; kind in {k1, k2, k3}",
+        ),
+        Operation(
+            "kl_coefficient_update",
+            "(beta, kl, target) -> beta",
+            "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
+            "(scalars; factor and threshold are declared conventions)",
         ),
         Operation("conjugate_gradient", "(matvec, b, iters, tol) -> x", "solves A x = b for SPD A"),
         Operation("natural_step", "(grad, fvp, max_kl, cg_iters) -> step", "step ~ F^-1 g with 0.5 step' F step = max_kl"),
@@ -103,6 +126,14 @@ class Candidate:
     def provides(self, operation: str) -> bool:
         return operation in self.operations
 
+    def info(self) -> dict[str, Any]:
+        """What the parent process needs to know about a candidate loaded in a worker."""
+        return {
+            "spec": self.spec, "name": self.name, "operations": sorted(self.operations), "array": self.array,
+            "precision": self.precision, "flags": self.flags, "conventions": dict(self.conventions),
+            "xfail": dict(self.xfail), "version": self.version, "device": self.device,
+        }
+
 
 @dataclass
 class Call:
@@ -115,6 +146,7 @@ class Call:
     output_dtypes: tuple[str, ...] = ()
     raw: Any = None  # what the candidate returned, unconverted (torch tensors keep their graph)
     inputs: dict[str, Any] = field(default_factory=dict)  # the arguments as the candidate received them
+    notes: list[str] = field(default_factory=list)  # side effects the suite undid
 
 
 def unit_roundoff(dtype) -> float:
@@ -251,6 +283,104 @@ class MutatedInput(CandidateError):
         self.name, self.before, self.after = name, before, after
 
 
+class Nondeterministic(CandidateError):
+    """Two calls with identical inputs (and identical global RNG state) returned different outputs."""
+
+
+# --------------------------------------------------------------------------------------------
+# global state: what a candidate may change behind the caller's back. The suite restores all of
+# it after every call. Changing the torch default dtype or grad mode is an error (it changes the
+# meaning of the caller's own code); the rest (RNG draws or reseeding, environment variables,
+# warnings filters, working directory) is restored and reported as a note.
+
+BREAKING_STATE = ("torch default dtype", "torch grad mode")
+
+
+def _global_state() -> dict[str, Any]:
+    state = {
+        "numpy global RNG": np.random.get_state(),
+        "python random RNG": random.getstate(),
+        "environment variables": dict(os.environ),
+        "working directory": os.getcwd(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch RNG"] = torch.get_rng_state()
+        state["torch default dtype"] = torch.get_default_dtype()
+        state["torch grad mode"] = torch.is_grad_enabled()
+    return state
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if hasattr(a, "equal") and hasattr(b, "equal"):  # torch tensors
+        return bool(a.equal(b))
+    return a == b
+
+
+def _restore(state: dict[str, Any]) -> None:
+    np.random.set_state(state["numpy global RNG"])
+    random.setstate(state["python random RNG"])
+    if dict(os.environ) != state["environment variables"]:
+        os.environ.clear()
+        os.environ.update(state["environment variables"])
+    if os.getcwd() != state["working directory"]:
+        os.chdir(state["working directory"])
+    torch = sys.modules.get("torch")
+    if torch is not None and "torch RNG" in state:
+        torch.set_rng_state(state["torch RNG"])
+        torch.set_default_dtype(state["torch default dtype"])
+        torch.set_grad_enabled(state["torch grad mode"])
+
+
+def _describe_change(name: str, before, after) -> str:
+    if name in ("torch default dtype", "torch grad mode"):
+        return f"{name} {before} -> {after}"
+    if name == "environment variables":
+        changed = sorted(set(before) ^ set(after) | {k for k in set(before) & set(after) if before[k] != after[k]})
+        return f"environment variables ({', '.join(changed[:3])})"
+    return name
+
+
+def _invoke(function, converted: dict[str, Any], operation: str):
+    """One call of candidate code: output captured, warnings silenced, global state restored.
+
+    Returns ``(result, printed, changes)``; raises CandidateError if it raised or broke state.
+    """
+    before = _global_state()
+    with warnings.catch_warnings(), captured_output() as printed, np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        filters = list(warnings.filters)
+        try:
+            result = function(**converted)
+        except KeyboardInterrupt:
+            raise
+        except MemoryError:
+            _restore(before)
+            raise CandidateError(f"{operation} raised MemoryError (out of memory)") from None
+        except BaseException as exc:  # SystemExit too: a candidate cannot stop the suite
+            _restore(before)
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CandidateError(f"{operation} raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
+        filters_changed = warnings.filters != filters
+    after = _global_state()
+    _restore(before)
+    changes = [_describe_change(k, before[k], after.get(k)) for k in before if not _same(before[k], after.get(k))]
+    if filters_changed:
+        changes.append("warnings filters")
+    breaking = [c for c in changes if c.startswith(BREAKING_STATE)]
+    if breaking:
+        raise CandidateError(f"{operation} changed global state: {'; '.join(breaking)} (restored)")
+    return result, printed.getvalue(), changes
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (np.ndarray, bool, int, float, str, np.generic))
+
+
 def call(
     candidate: Candidate,
     operation: str,
@@ -262,6 +392,7 @@ def call(
     allow_nonfinite: bool = False,
     array: str | None = None,
     requires_grad: tuple[str, ...] = (),
+    repeat: bool = False,
 ) -> Call:
     """Call ``candidate.operation(**args)`` and validate what comes back.
 
@@ -270,22 +401,18 @@ def call(
     ``array``: pass arrays as this kind whatever the candidate declares (``"torch"`` for the
     operations whose meaning is a gradient); ``requires_grad``: inputs passed as leaf tensors that
     require grad. ``Call.raw`` keeps the candidate's own return value for autograd.
+    ``repeat``: call a second time on fresh copies of the same inputs, from the same global RNG
+    state, and raise :class:`Nondeterministic` if the outputs differ in any bit (only when every
+    argument is plain data: arrays, numbers, strings).
     """
     function = candidate.operations[operation]
-    converted = {
+    convert = lambda: {
         name: _to_candidate(value, candidate, dtype, array, name in requires_grad) for name, value in args.items()
     }
+    converted = convert()
     before = {name: _snapshot(value) for name, value in converted.items()}
     code = format_call(operation, {k: (v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in args.items()})
-    with warnings.catch_warnings(), captured_output() as printed, np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            result = function(**converted)
-        except (KeyboardInterrupt, MemoryError):
-            raise
-        except BaseException as exc:  # SystemExit too: a candidate cannot stop the suite
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CandidateError(f"{operation} raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
+    result, printed, changes = _invoke(function, converted, operation)
 
     for name, value in converted.items():
         if before[name] is None:
@@ -296,14 +423,35 @@ def call(
             at = f" at index {tuple(int(i) for i in where[0])}" if len(where) else ""
             raise MutatedInput(f"{operation} mutated its input `{name}` in place{at}", name, before[name], after)
 
+    arrays, dtypes = _validate(result, operation, outputs, shape, allow_nonfinite)
+    if repeat and all(_plain(v) for v in args.values()):
+        again, _, _ = _invoke(function, convert(), operation)
+        second, _ = _validate(again, operation, outputs, shape, True)
+        for index, (a, b) in enumerate(zip(arrays, second)):
+            if not np.array_equal(a, b, equal_nan=True):
+                bad = tuple(int(i) for i in np.argwhere(~((a == b) | (np.isnan(a) & np.isnan(b))))[0])
+                label = operation if outputs == 1 else f"{operation} output {index}"
+                raise Nondeterministic(
+                    f"{operation} is nondeterministic: two calls with the same input gave {label} "
+                    f"{float(a[bad])!r} and {float(b[bad])!r} at index {bad}"
+                )
+
+    precisions = [np.dtype(dtype)] + dtypes
+    if candidate.precision:
+        precisions.append(np.dtype(candidate.precision))
+    u = max(unit_roundoff(p) for p in precisions)
+    notes = [f"{operation} changed global state (restored): {', '.join(changes)}"] if changes else []
+    return Call(arrays, u, code, printed, tuple(str(d) for d in dtypes), raw=result, inputs=converted, notes=notes)
+
+
+def _validate(result, operation: str, outputs: int, shape, allow_nonfinite: bool):
+    """The outputs as float64 numpy arrays (and their own dtypes), or CandidateError saying why not."""
     if outputs == 1:
         items = [result]
         if isinstance(result, (list, tuple)):
             raise CandidateError(f"{operation} returned {describe(result)}; expected one array")
     else:
-        if not isinstance(result, (list, tuple)):
-            raise CandidateError(f"{operation} returned {describe(result)}; expected a tuple of {outputs} arrays")
-        if len(result) != outputs:
+        if not isinstance(result, (list, tuple)) or len(result) != outputs:
             raise CandidateError(f"{operation} returned {describe(result)}; expected a tuple of {outputs} arrays")
         items = list(result)
 
@@ -313,10 +461,10 @@ def call(
         if item is None or not _is_array(item):
             raise CandidateError(f"{label} is {describe(item)}; expected an array")
         array = _to_numpy(item)
-        if array.dtype.kind not in "fc":
-            raise CandidateError(f"{label} has dtype {array.dtype}; expected a floating dtype")
         if array.dtype.kind == "c":
             raise CandidateError(f"{label} has complex dtype {array.dtype}; expected a real floating dtype")
+        if array.dtype.kind != "f":
+            raise CandidateError(f"{label} has dtype {array.dtype}; expected a floating dtype")
         if shape is not None and tuple(array.shape) != tuple(shape):
             raise CandidateError(f"{label} has shape {tuple(array.shape)}; expected {tuple(shape)}")
         if not allow_nonfinite and not np.all(np.isfinite(array)):
@@ -324,9 +472,4 @@ def call(
             raise CandidateError(f"{label} is {array[bad]} at index {bad} on finite input")
         dtypes.append(array.dtype)
         arrays.append(array.astype(np.float64))
-
-    precisions = [np.dtype(dtype)] + dtypes
-    if candidate.precision:
-        precisions.append(np.dtype(candidate.precision))
-    u = max(unit_roundoff(p) for p in precisions)
-    return Call(arrays, u, code, printed.getvalue(), tuple(str(d) for d in dtypes), raw=result, inputs=converted)
+    return arrays, dtypes

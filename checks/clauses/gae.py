@@ -437,7 +437,7 @@ def inputs_not_mutated(ctx):
             rows = ""
             if len(index):
                 key = tuple(int(i) for i in index[0])
-                rows = f"`{mutated.name}`{list(key)}: before {mutated.before[key]!r}, after {mutated.after[key]!r}"
+                rows = f"`{mutated.name}`{list(key)}: before {float(mutated.before[key])!r}, after {float(mutated.after[key])!r}"
             raise ClauseFailure(str(mutated), table=rows, call=f"gae(**{rollout.arguments()!r})"[:400]) from None
 
     verify(SEED_TERMINAL)

@@ -1,0 +1,5 @@
+"""Bad candidate: never finishes importing."""
+
+import time
+
+time.sleep(10**6)

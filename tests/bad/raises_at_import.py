@@ -1,0 +1,2 @@
+"""Bad candidate: raises while being imported."""
+raise RuntimeError("broken on import")
