@@ -20,7 +20,7 @@ import numpy as np
 
 from rlspec.checks import protocol
 from rlspec.checks.assertions import ClauseFailure
-from rlspec.checks.loader import from_object, load
+from rlspec.checks.loader import from_object, load, parse_xfail
 from rlspec.checks.protocol import Candidate, CandidateError
 from rlspec.checks.registry import load_all
 from rlspec.spec import catalogue
@@ -231,20 +231,11 @@ def select(only: str | Iterable[str] | None) -> list[catalogue.Clause]:
 
 def read_xfail_file(path: str | Path) -> tuple[dict[str, str], list[str]]:
     """Parse ``CLAUSE-ID  # reason`` lines; returns (id -> reason, warnings)."""
-    entries, warnings = {}, []
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read --xfail file {path}: {exc.strerror or exc}") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        body, _, reason = line.partition("#")
-        clause_id = body.strip().upper()
-        if not clause_id:
-            continue
-        if not reason.strip():
-            warnings.append(f"{path}:{number}: {clause_id} has no '# reason' (an upstream link is best)")
-        entries[clause_id] = reason.strip() or "declared in the xfail file"
-    return entries, warnings
+    return parse_xfail(text, str(path))
 
 
 def replay_command(spec: str, clause_id: str, profile: str, seed: int, dtype: str, device: str) -> str:

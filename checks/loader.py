@@ -10,7 +10,9 @@ A candidate module exposes any subset of the protocol's operations as functions,
     RLSPEC_VERSION = "1.2.3"        # the version of the code under test
 
 Loading runs the candidate's code. Nothing is loaded until asked for; built-in adapters live in
-``rlspec.checks.adapters`` and are imported only by name.
+``rlspec.checks.adapters`` and are imported only by name: a bare name (``sb3``) resolves to the
+adapter module of that name, and ``<adapter>.xfail`` beside it lists the library's declared
+deviations (``CLAUSE-ID  # reason, upstream link`` per line).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def _resolve(spec: str):
         module = _import_file(path)
     elif target in BUILTIN:
         module = importlib.import_module(BUILTIN[target])
+    elif target.isidentifier() and importlib.util.find_spec(f"rlspec.checks.adapters.{target}") is not None:
+        module = importlib.import_module(f"rlspec.checks.adapters.{target}")  # a built-in library adapter
     else:
         module = importlib.import_module(target)
     obj = module
@@ -84,6 +88,28 @@ def load(spec: str = "reference", *, device: str = "cpu") -> Candidate:
     return from_object(obj, spec=spec, module=module, device=device)
 
 
+def parse_xfail(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
+    """``CLAUSE-ID  # reason`` lines -> (id -> reason, warnings about entries without a reason)."""
+    entries, warnings = {}, []
+    for number, line in enumerate(text.splitlines(), 1):
+        body, _, reason = line.partition("#")
+        clause_id = body.strip().upper()
+        if not clause_id:
+            continue
+        if not reason.strip():
+            warnings.append(f"{origin}:{number}: {clause_id} has no '# reason' (an upstream link is best)")
+        entries[clause_id] = reason.strip() or f"declared in {origin}"
+    return entries, warnings
+
+
+def _adapter_xfail(module) -> dict[str, str]:
+    """A built-in adapter's deviations, from ``<adapter>.xfail`` beside its module (if any)."""
+    path = Path(getattr(module, "__file__", "") or "").with_suffix(".xfail")
+    if not getattr(module, "__name__", "").startswith("rlspec.checks.adapters.") or not path.is_file():
+        return {}
+    return parse_xfail(path.read_text(encoding="utf-8"), path.name)[0]
+
+
 def from_object(obj, *, spec: str | None = None, module=None, device: str = "cpu") -> Candidate:
     """A :class:`Candidate` from a module or object exposing protocol operations as attributes."""
     module = module if module is not None else obj
@@ -99,7 +125,7 @@ def from_object(obj, *, spec: str | None = None, module=None, device: str = "cpu
     flags = declared("RLSPEC_FLAGS", "bool")
     if flags not in ("bool", "float"):
         raise LoadError(f"candidate {spec!r} declares RLSPEC_FLAGS = {flags!r}; expected 'bool' or 'float'")
-    xfail = dict(declared("RLSPEC_XFAIL", {}) or {})
+    xfail = {**_adapter_xfail(module), **dict(declared("RLSPEC_XFAIL", {}) or {})}
     if device != "cpu" and array != "torch":
         raise LoadError(f"--device {device} needs a torch candidate (RLSPEC_ARRAY = 'torch'); {spec!r} uses {array}")
     return Candidate(
