@@ -20,9 +20,13 @@ def _operation(result: ClauseResult) -> str:
     return result.operation if isinstance(result.operation, str) else ",".join(result.operation)
 
 
+def _width_operation() -> int:
+    return max([len(",".join(c.operations)) for c in catalogue.clauses()] + [9])
+
+
 def row(result: ClauseResult) -> str:
     """One line of the per-clause table (printed as each clause finishes: the run's progress)."""
-    return f"  {result.status:<13} {result.id:<{WIDTH_ID}} {_operation(result):<14} {result.seconds:6.2f}s"
+    return f"  {result.status:<13} {result.id:<{WIDTH_ID}} {_operation(result):<{_width_operation()}} {result.seconds:6.2f}s"
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
