@@ -30,6 +30,17 @@ WRONG = {
     "gae.recursion_unrolls": dict(recursion=lambda k, end: gae.backward_recursion(k, end_at=-1)),
     # every step weighted by the whole-episode return
     "returns.reward_to_go_recursion": dict(returns=lambda t, T: sum(gae.gamma**k * gae.r[k] for k in range(T))),
+    # PPO: clipping without the min (seed 000 §2.7's "plain clipping")
+    "ppo.clip_pessimistic_bound": dict(objective=lambda r, A, eps: sp.Max(1 - eps, sp.Min(r, 1 + eps)) * A),
+    # the unclipped surrogate returned (bugs.md C3)
+    "ppo.clip_gradient_table": dict(objective=lambda r, A, eps: r * A),
+    # the ratio inverted, pi_old / pi
+    "ppo.vanilla_gradient_at_ratio_one": dict(ratio=lambda new, old: sp.exp(old - new)),
+    # the dual clip applied to every sample, positive advantages too (bugs.md C4)
+    "ppo.dual_clip_floor": dict(objective=lambda r, A, eps, c: sp.Max(sp.Min(r * A, sp.Max(1 - eps, sp.Min(r, 1 + eps)) * A), c * A)),
+    # the population std whatever ddof is asked for
+    "ppo.advantage_normalisation_moments": dict(
+        normalise=lambda v, ddof: [(x - sum(v) / len(v)) / sp.sqrt(sum((y - sum(v) / len(v)) ** 2 for y in v) / len(v)) for x in v]),
 }
 
 

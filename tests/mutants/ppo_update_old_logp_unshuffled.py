@@ -1,0 +1,42 @@
+"""Mutant: the minibatch's stored log-probabilities sliced in rollout order, ``logp_old[start:end]``,
+while observations and actions follow the shuffled indices: the learner compares each sample with
+another sample's log pi_old, and the first ratios are not 1 (the C8 class: rollout and learner
+log-probabilities from different inputs)."""
+
+import torch
+
+RLSPEC_MUTANT = {"clauses": ["PPO-UPDATE-FIRST-RATIOS-ONE"], "bug": "C8 old-logprobs-from-a-different-forward (stored logp_old misaligned with the shuffled minibatch)"}
+
+
+def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    n, size = obs.shape[0], config["minibatch_size"]
+    if config["normalize_advantages"]:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    shuffle = torch.Generator().manual_seed(config["seed"])
+    out = {"ratios": None, "indices": None, "approx_kl": [], "epochs": 0}
+    for epoch in range(config["epochs"]):
+        order = torch.randperm(n, generator=shuffle)
+        for start in range(0, n, size):
+            idx = order[start : start + size]
+            values, logp, entropy = policy.evaluate_actions(obs[idx], actions[idx])
+            old = logp_old[start : start + size]  # not shuffled with the rest
+            log_ratio = logp - old
+            ratio = log_ratio.exp()
+            if out["ratios"] is None:
+                out["ratios"], out["indices"] = ratio.detach(), idx
+            adv = advantages[idx]
+            eps = config["clip_eps"]
+            policy_loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv).mean()
+            value_loss = ((values - returns[idx]) ** 2).mean()
+            loss = policy_loss + config["vf_coef"] * value_loss - config["ent_coef"] * entropy.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config["max_grad_norm"])
+            optimizer.step()
+            with torch.no_grad():
+                approx_kl = float((torch.expm1(log_ratio) - log_ratio).mean())
+        out["epochs"] = epoch + 1
+        out["approx_kl"].append(approx_kl)
+        if config["target_kl"] is not None and approx_kl > config["target_kl"]:
+            break
+    return out

@@ -1,0 +1,232 @@
+"""The PPO chapter: the reference is pinned to the seed's and the probes' exact numbers, the suite's
+own machinery for ppo_update (policy, recording optimizer, closed-form oracle) is right, and
+unusable candidates are reported as errors, not failures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlspec.checks import run_conformance
+from rlspec.checks.clauses import ppo as checks
+from rlspec.reference import ppo as ref
+
+# ---------------------------------------------------------------------------------------------
+# the reference against exact numbers
+
+
+def grad_of(loss_fn, x, *args):
+    x = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    loss = loss_fn(x, *args)
+    (grad,) = torch.autograd.grad(loss, x)
+    return float(loss.detach()), grad.tolist()
+
+
+@pytest.mark.parametrize("A, r, expected", checks.GRADIENT_TABLE)
+def test_clip_gradient_table_p5(A, r, expected):
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    _, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([0.0]), t([A]), 0.2), [math.log(r)])
+    assert grad[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_clip_at_ratio_one_is_minus_mean_advantage():
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    loss, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([-0.5, -1.2]), t([10.0, -10.0]), 0.2), [-0.5, -1.2])
+    assert loss == 0.0 and grad == [-5.0, 5.0]
+
+
+def test_ratio_in_log_space_p6():
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    loss, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([-1000.1]), t([1.0]), 0.2), [-1000.0])
+    assert loss == pytest.approx(-math.exp(0.1), rel=1e-12) and grad[0] == pytest.approx(-math.exp(0.1), rel=1e-12)
+
+
+def test_value_loss_p10_c9_c10():
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    assert float(ref.ppo_value_loss(t([1.0]), t([2.0]))) == 1.0
+    loss, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([2.0]), t([0.0]), 0.2), [1.0])  # C9
+    assert loss == pytest.approx(3.24) and grad == [0.0]
+    _, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([20.0]), t([0.0]), 10.0), [0.0])  # C10
+    assert grad == [-40.0]
+    loss, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([0.5]), t([0.0]), 0.2), [1.0])  # the max form
+    assert loss == pytest.approx(0.25) and grad == [pytest.approx(1.0)]
+
+
+def test_normalisation_p8():
+    out = ref.normalize_advantages(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert out == pytest.approx([-1.161895, -0.3872983, 0.3872983, 1.161895], abs=1e-6)
+    out = ref.normalize_advantages(np.array([1.0, 2.0, 3.0, 4.0]), ddof=0)
+    assert out == pytest.approx([-1.3416408, -0.4472136, 0.4472136, 1.3416408], abs=1e-6)
+    assert ref.normalize_advantages(np.array([3.0])).tolist() == [0.0]  # C1: finite, not 0/0
+    assert ref.normalize_advantages(np.array([5.0, 5.0, 5.0])).tolist() == [0.0, 0.0, 0.0]
+    tensor = ref.normalize_advantages(torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64))
+    assert tensor.tolist() == pytest.approx([-1.161895, -0.3872983, 0.3872983, 1.161895], abs=1e-6)
+
+
+def test_entropy_bonus_sign_c11():
+    loss, grad = grad_of(lambda h: ref.ppo_entropy_loss(h, 1.0), [1.0])  # estimate -log pi(a) = 1
+    assert loss == -1.0 and grad == [-1.0]
+
+
+def test_approx_kl_is_k3_and_nonnegative():
+    x = torch.tensor([0.3, -0.3], dtype=torch.float64)  # bugs.md C12: k1 = 0 here
+    assert float(ref.approx_kl(x)) == pytest.approx(0.0453, abs=1e-4)
+    assert float((-x).mean()) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the suite's policy and optimizer
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_log_probs_are_bitwise_independent_of_the_minibatch(kind, dtype):
+    policy, _, batch = checks.UpdateCase(kind, n=12, seed=3).build(dtype)
+    _, full, _ = policy.evaluate_actions(batch["obs"], batch["actions"])
+    g = torch.Generator().manual_seed(0)
+    for size in (1, 3, 7, 12):
+        idx = torch.randperm(12, generator=g)[:size]
+        _, part, _ = policy.evaluate_actions(batch["obs"][idx], batch["actions"][idx])
+        assert torch.equal(part, full[idx])
+    assert torch.equal(full, batch["logp_old"])  # the stored log pi_old is the policy's own
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+def test_closed_form_oracle_matches_the_module(kind):
+    case = checks.UpdateCase(kind, n=9, seed=4)
+    policy, optimizer, batch = case.build(np.float64)
+    params = optimizer.snapshots[0]
+    logp, magnitude = checks.module_terms(kind, params, batch["actions"].numpy(), np.arange(9))
+    assert logp == pytest.approx(batch["logp_old"].numpy(), abs=1e-12)
+    assert np.all(magnitude >= np.abs(logp))
+
+
+def test_offset_logp_old():
+    case = checks.UpdateCase("categorical", n=8, seed=3, offset=checks.OFFSETS)
+    policy, _, batch = case.build(np.float64)
+    own = policy.evaluate_actions(batch["obs"], batch["actions"])[1]
+    assert (own - batch["logp_old"]).tolist() == pytest.approx(list(checks.OFFSETS), abs=1e-12)
+
+
+def test_recording_sgd_is_plain_sgd_and_records():
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    opt = checks.RecordingSGD([("w", p)], lr=0.5)
+    (p**2).sum().backward()
+    opt.step()
+    assert p.tolist() == [0.0, 0.0] and opt.steps == 1
+    assert opt.grads[0]["w"].tolist() == [2.0, -4.0] and opt.snapshots[1]["w"].tolist() == [0.0, 0.0]
+    opt.zero_grad(set_to_none=False)
+    assert p.grad.tolist() == [0.0, 0.0]
+    opt.zero_grad()
+    assert p.grad is None
+    assert opt.step(closure=lambda: torch.tensor(3.0)) == 3.0  # a closure's loss comes back
+
+
+def test_reference_update_first_ratios_are_exactly_one():
+    case = checks.UpdateCase("gaussian", n=8, seed=2)
+    args = case.arguments("float64", {**checks.BASE_CONFIG, "minibatch_size": 3, "epochs": 2})
+    out = ref.ppo_update(**args)
+    assert torch.equal(out["ratios"], torch.ones(3, dtype=torch.float64))
+    assert len(out["indices"]) == 3 and out["epochs"] == 2 and len(out["approx_kl"]) == 2
+    assert args["optimizer"].steps == 6  # ceil(8 / 3) minibatches in each of 2 epochs
+
+
+def test_reference_update_stops_on_kl():
+    case = checks.UpdateCase("categorical", n=6, seed=5, lr=checks.KL_LR["categorical"], positive=True)
+    config = {**checks.BASE_CONFIG, "epochs": 8, "minibatch_size": 6, "clip_eps": 10.0, "normalize_advantages": False}
+    free = ref.ppo_update(**case.arguments("float64", config))
+    assert free["epochs"] == 8 and np.all(np.diff(free["approx_kl"]) > 0)
+    target = math.sqrt(free["approx_kl"][2] * free["approx_kl"][3])
+    stopped = ref.ppo_update(**case.arguments("float64", {**config, "target_kl": target}))
+    assert stopped["epochs"] == 4 and stopped["approx_kl"] == pytest.approx(free["approx_kl"][:4])
+
+
+# ---------------------------------------------------------------------------------------------
+# kinks, conventions and unusable candidates
+
+
+def test_derivative_bounds_widen_only_at_kinks():
+    conv = checks.Conventions(**checks.DEFAULTS)
+    r, A = np.array([0.5, 0.8, 1.0, 1.2, 1.5]), np.array([2.0] * 5)
+    lo, hi = checks.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
+    assert lo.tolist() == [1.0, 0.0, 2.0, 0.0, 0.0]
+    assert hi.tolist() == [1.0, 1.6, 2.0, 2.4, 0.0]
+
+
+def test_dual_clip_objective():
+    conv = checks.Conventions(**{**checks.DEFAULTS, "dual_clip": 3.0})
+    r, A = np.array([10.0, 2.0, 10.0]), np.array([-2.0, -2.0, 2.0])
+    assert checks.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
+
+
+class Module:
+    """A candidate object with a few operations and declarations. (It names a ``__file__``: the
+    loader looks for a built-in adapter's ``.xfail`` beside it and fails on objects without one.)"""
+
+    __file__ = __file__
+
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+def test_unknown_convention_is_an_error_not_a_failure():
+    candidate = Module(RLSPEC_ARRAY="torch", RLSPEC_CONVENTIONS={"advantage_std_ddof": 2},
+                       normalize_advantages=lambda advantages: advantages)
+    result = run_conformance(candidate, clauses="PPO-ADVANTAGE-NORMALISATION")["PPO-ADVANTAGE-NORMALISATION"]
+    assert result.status == "error" and "advantage_std_ddof" in result.message
+
+
+def good_update(**kwargs):
+    return ref.ppo_update(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "update, message",
+    [
+        (lambda **k: [1, 2], "expected a dict"),
+        (lambda **k: {"ratios": [1.0]}, "lack"),
+        (lambda **k: {"ratios": [1.0, 1.0], "indices": [0, 0], "approx_kl": [], "epochs": 1}, "not distinct"),
+        (lambda **k: {"ratios": [1.0, 1.0], "indices": [0], "approx_kl": [], "epochs": 1}, "same number"),
+        (lambda **k: {"ratios": [[1.0]], "indices": [0], "approx_kl": [], "epochs": 1}, "1-D"),
+        (lambda **k: {"ratios": [1.0], "indices": [0.5], "approx_kl": [], "epochs": 1}, "non-integers"),
+        (lambda **k: {"ratios": [1.0], "indices": [0], "approx_kl": [], "epochs": 1}, "took no step"),
+        (lambda **k: {**good_update(**k), "epochs": "many"}, "expected an int"),
+        (lambda **k: (k["advantages"].mul_(2), good_update(**k))[1], "mutated its input `advantages`"),
+        (lambda **k: (good_update(**k), torch.set_grad_enabled(False))[0], "grad mode"),
+        (lambda **k: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_unusable_update_is_an_error(update, message):
+    result = run_conformance(Module(ppo_update=update), clauses="PPO-UPDATE-FIRST-RATIOS-ONE")["PPO-UPDATE-FIRST-RATIOS-ONE"]
+    assert result.status == "error" and message in result.message, result.message
+
+
+def test_update_that_does_not_move_the_policy_fails_the_kl_clause():
+    def frozen(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+        for _ in range(config["epochs"]):
+            optimizer.zero_grad()
+            optimizer.step()  # no gradients: nothing moves
+        return {"ratios": torch.ones(1), "indices": torch.zeros(1, dtype=torch.long), "approx_kl": [0.0] * config["epochs"],
+                "epochs": config["epochs"]}
+
+    result = run_conformance(Module(ppo_update=frozen), clauses="PPO-UPDATE-KL-EARLY-STOP")["PPO-UPDATE-KL-EARLY-STOP"]
+    assert result.status == "fail" and "did not move the policy" in result.message
+
+
+def test_failure_names_the_reproducible_case():
+    from pathlib import Path
+
+    mutant = Path(__file__).parent / "mutants" / "ppo_update_old_logp_unshuffled.py"
+    result = run_conformance(str(mutant), clauses="PPO-UPDATE-FIRST-RATIOS-ONE")["PPO-UPDATE-FIRST-RATIOS-ONE"]
+    assert result.status == "fail" and "UpdateCase(" in result.call and ".arguments('float64'" in result.call
+
+
+def test_conventions_change_the_expected_numbers():
+    """A candidate computing 0.5 (V - R)^2 passes when it declares value_loss_factor 0.5 and fails when it does not."""
+    half = lambda values, returns, old_values=None, clip_eps=None: 0.5 * ((values - returns) ** 2).mean()
+    declared = Module(ppo_value_loss=half, RLSPEC_CONVENTIONS={"value_loss_factor": 0.5})
+    assert run_conformance(declared, clauses="PPO-VALUE-LOSS")["PPO-VALUE-LOSS"].status == "pass"
+    assert run_conformance(Module(ppo_value_loss=half), clauses="PPO-VALUE-LOSS")["PPO-VALUE-LOSS"].status == "fail"
