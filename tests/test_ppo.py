@@ -230,3 +230,35 @@ def test_conventions_change_the_expected_numbers():
     declared = Module(ppo_value_loss=half, RLSPEC_CONVENTIONS={"value_loss_factor": 0.5})
     assert run_conformance(declared, clauses="PPO-VALUE-LOSS")["PPO-VALUE-LOSS"].status == "pass"
     assert run_conformance(Module(ppo_value_loss=half), clauses="PPO-VALUE-LOSS")["PPO-VALUE-LOSS"].status == "fail"
+
+
+# ---------------------------------------------------------------------------------------------
+# the proofs' region machinery fails closed
+
+
+def test_sign_by_positive_coefficients():
+    import sympy as sp
+
+    from rlspec.spec.proofs import ppo as proofs
+
+    a, s = proofs.a, proofs.s
+    assert proofs.sign(a * s + 1) == 1 and proofs.sign(-(a + s) / (1 + s)) == -1 and proofs.sign(a - a) == 0
+    assert proofs.sign(sp.Integer(-3)) == -1 and proofs.sign(a - s) is None
+    assert proofs.nonnegative(a - s, "a >= s").status == "inconclusive"
+    refuted = proofs.nonnegative(-a, "-a >= 0")
+    assert refuted.status == "refuted" and "the gap = -" in refuted.counterexample
+
+
+def test_an_undecidable_region_is_inconclusive():
+    import sympy as sp
+
+    from rlspec.spec.proofs import PROOFS
+
+    # min(r A, A / 2 + r^2 - r ...) needs an ordering positivity of coefficients cannot settle
+    result = PROOFS["ppo.clip_pessimistic_bound"](objective=lambda r, A, eps: sp.Min(r * A, (r - eps) ** 2 * A))
+    assert result.status == "inconclusive" and "cannot order" in result.counterexample
+
+
+def test_linear_actor_critic_rejects_unknown_kinds():
+    with pytest.raises(ValueError, match="categorical"):
+        ref.LinearActorCritic(3, 2, kind="beta")
