@@ -262,3 +262,27 @@ def test_an_undecidable_region_is_inconclusive():
 def test_linear_actor_critic_rejects_unknown_kinds():
     with pytest.raises(ValueError, match="categorical"):
         ref.LinearActorCritic(3, 2, kind="beta")
+
+
+@pytest.mark.parametrize("declared", [{"value_loss_factor": "half"}, {"dual_clip": "yes"}, {"kl_stop": "sometimes"}])
+def test_malformed_conventions_are_errors(declared):
+    candidate = Module(RLSPEC_CONVENTIONS=declared, ppo_value_loss=ref.ppo_value_loss, ppo_clip_loss=ref.ppo_clip_loss)
+    run = run_conformance(candidate, clauses="PPO-VALUE-LOSS,PPO-CLIP-LOSS-VALUE")
+    assert {r.status for r in run.results} == {"error"}
+    assert all(next(iter(declared)) in r.message for r in run.results)
+
+
+def test_a_loss_whose_graph_was_already_used_is_an_error():
+    def entropy_loss(entropy, coef):
+        loss = -coef * entropy.mean()
+        loss.backward()  # frees the graph the suite needs
+        return loss
+
+    result = run_conformance(Module(ppo_entropy_loss=entropy_loss), clauses="PPO-ENTROPY-BONUS-SIGN")["PPO-ENTROPY-BONUS-SIGN"]
+    assert result.status == "error" and "autograd cannot differentiate" in result.message
+
+
+def test_non_numeric_diagnostics_are_errors():
+    update = lambda **k: {**good_update(**k), "ratios": "one"}
+    result = run_conformance(Module(ppo_update=update), clauses="PPO-UPDATE-FIRST-RATIOS-ONE")["PPO-UPDATE-FIRST-RATIOS-ONE"]
+    assert result.status == "error" and "1-D array of numbers" in result.message
