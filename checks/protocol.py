@@ -84,6 +84,12 @@ OPERATIONS: dict[str, Operation] = {
             "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
             "(scalars; factor and threshold are declared conventions)",
         ),
+        Operation(
+            "kl_coefficient_update",
+            "(beta, kl, target) -> beta",
+            "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
+            "(scalars; factor and threshold are declared conventions)",
+        ),
         Operation("conjugate_gradient", "(matvec, b, iters, tol) -> x", "solves A x = b for SPD A"),
         Operation("natural_step", "(grad, fvp, max_kl, cg_iters) -> step", "step ~ F^-1 g with 0.5 step' F step = max_kl"),
         Operation(

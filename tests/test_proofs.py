@@ -41,6 +41,22 @@ WRONG = {
     # the population std whatever ddof is asked for
     "ppo.advantage_normalisation_moments": dict(
         normalise=lambda v, ddof: [(x - sum(v) / len(v)) / sp.sqrt(sum((y - sum(v) / len(v)) ** 2 for y in v) / len(v)) for x in v]),
+    # PG: the softmax score without its -pi term
+    "pg.score_zero_mean": dict(score=lambda a, b, pi: 1 if a == b else 0),
+    # a baseline that depends on the action (half of Q)
+    "pg.baseline_unbiased": dict(baseline=lambda a, Q, b: Q[a] / 2),
+    # the reward weighting step 1 comes after the action (r depends on a_1)
+    "pg.past_rewards_zero_gradient": dict(weight=lambda a0, a1, r0: r0[a1]),
+    # the Gaussian log-density without its -log sigma normaliser
+    "pg.gaussian_score_zero_mean": dict(log_density=lambda a, mu, s: -((a - mu) ** 2) * sp.exp(-2 * s) / 2),
+    # Gauss-Hermite weights that do not match the nodes
+    "pg.gauss_hermite_three_nodes": dict(rule=((0, sp.Rational(1, 2)), (sp.sqrt(3), sp.Rational(1, 4)), (-sp.sqrt(3), sp.Rational(1, 4)))),
+    # KL: k3 = r - 1 + log r (seed 001's sign slip)
+    "kl.k3_nonnegative": dict(estimator=lambda x: sp.exp(x) - 1 + x),
+    # k3 with the ratio inverted (bugs.md D1)
+    "kl.k1_k3_unbiased": dict(k3=lambda x: sp.exp(-x) - 1 + x),
+    # k2 without its factor 1/2
+    "kl.k2_second_order": dict(k2=lambda x: x**2),
 }
 
 

@@ -1,0 +1,167 @@
+"""The KL chapter: the reference pinned to exact values (PROBES P7 to 16 digits, computed with
+mpmath at 40 digits), the adaptive rule at and around its thresholds, the tolerances, and the
+declared conventions checked exactly (a wrong declaration fails)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rlspec.checks import load, run_conformance
+from rlspec.checks.clauses import kl as checks
+from rlspec.checks.protocol import Candidate
+from rlspec.reference import kl as ref
+
+CLAUSES = "kl"
+VARIANTS = "tests/variants"
+LOG_P, LOG_Q = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
+
+# mpmath, 40 digits: per-sample estimates at P7 and the exact expectations under p
+P7_EXACT = {
+    "k1": [-0.6931471805599453094, -0.2876820724517809274, 0.9162907318741550652],
+    "k2": [0.2402265069591007123, 0.04138048740507586540, 0.4197943526592373646],
+    "k3": [0.3068528194400546906, 0.04565126088155240589, 0.3162907318741550652],
+}
+KL_PQ, KL_QP, E_K2 = 0.2332113080895541925, 0.2090735548298594817, 0.2703566239429615844
+
+
+def candidate(conventions=None, **operations) -> Candidate:
+    operations = operations or {"kl_estimate": ref.kl_estimate, "kl_coefficient_update": ref.kl_coefficient_update}
+    return Candidate(spec="test", name="test", operations=operations, conventions=dict(conventions or {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference, pinned
+
+
+@pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
+def test_p7_per_sample_values(kind):
+    # log(0.3) and friends are rounded inputs: the derived per-sample bound covers them (a few 1e-16)
+    tol = checks.per_sample_tolerance(kind, LOG_P, LOG_Q, 2.0**-53)
+    assert tol.max() < 5e-14
+    np.testing.assert_array_less(np.abs(ref.kl_estimate(LOG_P, LOG_Q, kind) - P7_EXACT[kind]), tol)
+
+
+@pytest.mark.parametrize("kind, expected", [("k1", KL_PQ), ("k2", E_K2), ("k3", KL_PQ)])
+def test_p7_exact_expectations(kind, expected):
+    assert float(np.sum(np.exp(LOG_P) * ref.kl_estimate(LOG_P, LOG_Q, kind))) == pytest.approx(expected, abs=1e-15)
+
+
+def test_direction_swapping_the_arguments_gives_the_reverse_kl():
+    for kind in ("k1", "k3"):
+        assert float(np.sum(np.exp(LOG_Q) * ref.kl_estimate(LOG_Q, LOG_P, kind))) == pytest.approx(KL_QP, abs=1e-15)
+
+
+def test_k3_at_extreme_log_ratios_is_unclamped():
+    assert ref.kl_estimate(np.array([0.0]), np.array([30.0]), "k3")[0] == pytest.approx(10686474581493.462, rel=1e-15)  # e^30 - 31
+    assert ref.kl_estimate(np.array([-1000.0]), np.array([-1030.0]), "k3")[0] == pytest.approx(29.000000000000094, rel=1e-15)
+    assert ref.kl_estimate(np.array([-1000.0]), np.array([-970.0]), "k1")[0] == -30.0
+
+
+def test_k3_is_zero_at_equal_log_probabilities_and_positive_elsewhere():
+    x = np.array([-30, -1, -1e-8, 0, 1e-8, 1, 30], dtype=float)
+    k3 = ref.kl_estimate(np.zeros_like(x), x, "k3")
+    assert k3[3] == 0.0 and np.all(k3[x != 0] > 0)
+    assert k3[2] == pytest.approx(5e-17, rel=1e-6)  # expm1 keeps x^2 / 2 where exp(x) - 1 - x would give 0
+
+
+def test_unknown_kind_is_rejected():
+    with pytest.raises(ValueError, match="k1"):
+        ref.kl_estimate(LOG_P, LOG_Q, "k4")
+
+
+@pytest.mark.parametrize(
+    "kl, expected",
+    [(0.0, 0.25), (0.0078125, 0.5), (0.0078124, 0.25), (0.01171875, 0.5), (0.017578125, 0.5), (0.0175782, 1.0), (1.0, 1.0)],
+)
+def test_adaptive_coefficient_rule(kl, expected):
+    # target 3 * 2^-8: the thresholds target / 1.5 = 2^-7 and 1.5 target = 0.017578125 are exact; both strict
+    assert ref.kl_coefficient_update(0.5, kl, 0.01171875) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks' machinery
+
+
+def test_per_sample_tolerances_scale_with_the_inputs_and_are_absolute_below_eta():
+    a, b = np.array([-1000.0, -0.5]), np.array([-970.0, -0.25])
+    tol = checks.per_sample_tolerance("k3", a, b, 2.0**-53)
+    assert tol[0] > np.exp(30) * 2 * 2.0**-53 * 1970  # the log ratio's rounding, amplified by e^x
+    assert tol[1] < 5e-14  # about 100 u at |log r| = 0.25
+    assert checks.per_sample_tolerance("k2", np.array([0.0]), np.array([1e-30]), 2.0**-24)[0] >= 4 * np.finfo(np.float32).smallest_normal
+
+
+def test_boundaries_are_checked_only_where_they_are_exact():
+    assert checks.boundary_is_exact(0.01171875, 1.5)
+    assert not checks.boundary_is_exact(0.01, 1.5)
+    assert checks.boundary_is_exact(0.25, 2.0)
+
+
+def test_expected_update_in_exact_arithmetic():
+    assert checks.expected_update(1.0, 0.015, 0.01, 2.0, 1.5) == 1.0  # 0.015 is just below 1.5 x 0.01 in binary
+    assert checks.expected_update(1.0, 0.0151, 0.01, 2.0, 1.5) == 2.0
+    assert checks.expected_update(1.0, 0.006, 0.01, 2.0, 1.5) == 0.5
+
+
+def test_scalar_results_are_accepted_and_keep_their_precision():
+    assert checks._as_array(0.5).dtype == np.float64 and checks._as_array(np.float32(0.5)).dtype == np.float32
+    assert checks._as_array(True) is True and checks._as_array(None) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# conformance: the reference passes, conventions are checked exactly
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("seed", [0, 11])
+def test_reference_passes_the_chapter(dtype, seed):
+    run = run_conformance(candidate(), clauses=CLAUSES, dtype=dtype, seed=seed)
+    assert run.ok and {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+
+
+def test_reference_passes_the_chapter_at_ci_profile():
+    run = run_conformance(candidate(), clauses=CLAUSES, profile="ci", seed=5)
+    assert run.ok, [(r.id, r.message) for r in run.failures]
+
+
+def test_declared_argument_order_is_checked_exactly():
+    declared = load(f"{VARIANTS}/kl_torch_new_old_order.py")
+    assert run_conformance(declared, clauses="KL-DIRECTION").ok
+    declared.conventions = {}  # the same adapter without its declaration reads the arguments backwards
+    result = run_conformance(declared, clauses="KL-DIRECTION")["KL-DIRECTION"]
+    assert result.status == "fail" and "other, sampler" in result.cause
+    wrong = candidate({"kl_estimate_arguments": "other, sampler"})  # the reference, declaring the wrong order
+    assert run_conformance(wrong, clauses="KL-DIRECTION")["KL-DIRECTION"].status == "fail"
+
+
+def test_declared_adaptive_factor_and_threshold_are_checked_exactly():
+    declared = load(f"{VARIANTS}/kl_naive_numpy.py")
+    assert run_conformance(declared, clauses="KL-ADAPTIVE-PENALTY").ok
+    declared.conventions = {}
+    assert run_conformance(declared, clauses="KL-ADAPTIVE-PENALTY")["KL-ADAPTIVE-PENALTY"].status == "fail"
+
+
+def test_bad_declarations_and_unusable_results_are_errors():
+    run = run_conformance(candidate({"kl_estimate_arguments": "q, p", "kl_adaptive_factor": 0.5}),
+                          clauses="KL-DIRECTION,KL-ADAPTIVE-PENALTY")
+    assert run["KL-DIRECTION"].status == "error" and "kl_estimate_arguments" in run["KL-DIRECTION"].message
+    assert run["KL-ADAPTIVE-PENALTY"].status == "error" and "kl_adaptive_factor" in run["KL-ADAPTIVE-PENALTY"].message
+    none = candidate(kl_coefficient_update=lambda beta, kl, target: None)
+    result = run_conformance(none, clauses="KL-ADAPTIVE-PENALTY")["KL-ADAPTIVE-PENALTY"]
+    assert result.status == "error" and "None" in result.message
+
+
+def test_overflow_is_a_failure_of_the_extreme_clause():
+    def ratio_of_probabilities(logp_sampler, logp_other, kind):  # C13: densities underflow at -1000
+        r = np.exp(logp_other) / np.exp(logp_sampler)
+        return {"k1": -np.log(r), "k2": 0.5 * np.log(r) ** 2, "k3": r - 1 - np.log(r)}[kind]
+
+    result = run_conformance(candidate(kl_estimate=ratio_of_probabilities), clauses="KL-EXTREME-LOG-RATIO")["KL-EXTREME-LOG-RATIO"]
+    assert result.status == "fail" and "on finite input" in result.message
+
+
+def test_torch_tensors_pass_through_the_scalar_wrapper():
+    update = lambda beta, kl, target: torch.tensor(beta * 2.0 if kl > 1.5 * target else beta / 2.0 if kl < target / 1.5 else beta,
+                                                   dtype=torch.float64)
+    assert run_conformance(candidate(kl_coefficient_update=update), clauses="KL-ADAPTIVE-PENALTY").ok

@@ -1,0 +1,23 @@
+"""Correct variant: weights and TD targets built under torch.no_grad(), an explicit sum / T, float
+masks from the bool flags, and F.mse_loss for the critic (the seed's actor_critic_losses layout)."""
+
+import torch
+import torch.nn.functional as F
+
+RLSPEC_ARRAY = "torch"
+
+
+def reinforce_loss(logp, returns, baseline=None):
+    with torch.no_grad():  # the weights are numbers, not functions of theta
+        weights = returns.clone() if baseline is None else returns - baseline
+    return -torch.sum(logp * weights) / logp.shape[0]
+
+
+def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+    with torch.no_grad():
+        not_done = 1.0 - terminated.to(values.dtype)
+        target = rewards + gamma * not_done * next_values  # a constant for the critic
+    advantage = (target - values).detach()
+    actor_loss = -(logp * advantage).mean()
+    critic_loss = F.mse_loss(values, target)
+    return actor_loss, critic_loss
