@@ -1,0 +1,241 @@
+"""Built-in adapter ``tianshou``: Tianshou 2.0.1 through its real code paths.
+
+    rlspec check --candidate tianshou             # the defaults (below)
+    rlspec check --candidate tianshou:dual_clip   # PPO(dual_clip=3.0), declared
+
+What each operation drives (paths in ``site-packages/tianshou``):
+
+- ``gae``: a real ``VectorReplayBuffer`` with one sub-buffer per environment, filled step by step
+  with ``terminated`` / ``truncated`` as Gymnasium reports them, then
+  ``Algorithm.compute_episodic_return(batch, buffer, indices, v_s_=V(next obs), v_s=V(obs))`` on
+  ``buffer.sample(0)`` -- what ``PPO._preprocess_batch`` runs. Tianshou masks ``v_s_`` with
+  ``~terminated`` (no bootstrap at a terminal), cuts the trace at ``terminated | truncated`` and at
+  each sub-buffer's unfinished last step, and returns ``(returns, advantages)``.
+- ``rewards_to_go``: the same call on one terminated episode with ``v_s_ = v_s = None`` and
+  ``gae_lambda = 1`` (its documented Monte Carlo return).
+- ``ppo_clip_loss``, ``ppo_value_loss``, ``ppo_entropy_loss``, ``normalize_advantages``: one real
+  ``PPO._update_with_batch`` on a hand-built ``Batch`` (the update ``PPO.update`` runs after
+  ``_preprocess_batch``), with the algorithm's ``optim.step`` replaced by a recorder: the loss
+  Tianshou hands its optimizer is returned unstepped. The actor maps each sample's observation
+  (its index) to the suite's log-probability through a distribution that scores the stored action
+  with exactly that value (``_GivenLogProb``), and the critic to the suite's values, so gradients
+  reach the suite's tensors through Tianshou's own loss. ``normalize_advantages`` is read back from
+  that gradient at ratio 1 (``d loss / d logp_i = -A_norm_i / B``).
+
+Precision: ``_update_with_batch`` casts the ratios to float32 (``.exp().float()``, ppo.py:187)
+whatever the data's dtype, so the PPO terms are judged by float32 bounds
+(``RLSPEC_PRECISION = "float32"``); its GAE kernel computes in float64.
+
+Conventions: no 0.5 on the value loss (``vf_coef`` is the only factor; the adapter sets it to 1);
+advantages normalised per minibatch with the unbiased std plus 1e-8; the value clip radius is
+``eps_clip``; no dual clip unless declared (variant ``dual_clip``). Declared deviations are in
+``tianshou.xfail`` beside this file.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import tianshou
+import torch
+from tianshou.algorithm import PPO
+from tianshou.algorithm import algorithm_base
+from tianshou.algorithm.algorithm_base import Algorithm
+from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
+from torch.distributions import Distribution
+
+# Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
+# 30 s and more on a loaded 2-core machine, which the suite's per-clause time limit would count
+# against the first clause). numba's on-disk cache (beside Tianshou's sources) keeps them
+# compiled across processes; it changes nothing in what they compute.
+for _kernel in (algorithm_base._gae, algorithm_base._nstep_return):
+    _kernel.enable_caching()
+
+RLSPEC_ARRAY = "numpy"
+RLSPEC_PRECISION = "float32"  # PPO ratios are cast to float32 (see the module docstring)
+RLSPEC_VERSION = f"tianshou {tianshou.__version__}"
+RLSPEC_CONVENTIONS = {
+    "dual_clip": None,  # PPO(dual_clip=None) by default
+    "value_loss_factor": 1.0,  # (returns - value)^2, no 0.5 (ppo.py:204-208)
+    "advantage_std_ddof": 1,  # torch's unbiased std
+    "advantage_eps": 1e-8,  # (A - mean) / (std + 1e-8), a2c.py:113
+    "advantage_eps_form": "std",
+    "advantage_normalization": "minibatch",  # inside _update_with_batch
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# gae and rewards_to_go through a real buffer
+
+
+def _fill(rewards, terminated, truncated) -> tuple[ReplayBuffer, Batch, np.ndarray]:
+    """A real buffer holding the (T, N) rollout; returns ``buffer.sample(0)`` (every transition).
+
+    N > 1: a ``VectorReplayBuffer`` with one sub-buffer per environment, filled by ``add`` step by
+    step as a collector does. N = 1: one ``ReplayBuffer`` filled at once by ``ReplayBuffer.from_data``
+    (``add`` costs about 0.2 ms a step, too slow for the suite's 100000-step rollouts), with
+    ``done = terminated | truncated`` as ``add`` would store it. Each observation is ``[t, env]``, so
+    the sampled batch says where every row came from.
+    """
+    T, N = rewards.shape
+    position = lambda t, env: np.stack(np.broadcast_arrays(t, env), axis=-1).astype(float)
+    if N == 1:
+        steps = np.arange(T)
+        buffer = ReplayBuffer.from_data(
+            obs=position(steps, 0), act=np.zeros(T), rew=rewards[:, 0], terminated=terminated[:, 0],
+            truncated=truncated[:, 0], done=terminated[:, 0] | truncated[:, 0], obs_next=position(steps + 1, 0),
+        )
+    else:
+        buffer = VectorReplayBuffer(T * N, N)
+        for t in range(T):
+            step = Batch(obs=position(t, np.arange(N)), act=np.zeros(N), rew=rewards[t], terminated=terminated[t],
+                         truncated=truncated[t], obs_next=position(t + 1, np.arange(N)), info=[{}] * N)
+            buffer.add(step, buffer_ids=np.arange(N))
+    batch, indices = buffer.sample(0)
+    return buffer, batch, indices
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    column = lambda x: x[:, None] if x.ndim == 1 else x  # (T,) -> (T, 1)
+    r, v, nv = column(rewards), column(values), column(next_values)
+    buffer, batch, indices = _fill(r, column(terminated), column(truncated))
+    t, env = batch.obs[:, 0].astype(int), batch.obs[:, 1].astype(int)
+    returns, advantages = Algorithm.compute_episodic_return(
+        batch, buffer, indices, v_s_=nv[t, env], v_s=v[t, env], gamma=gamma, gae_lambda=lam
+    )
+    out_adv, out_ret = np.empty(r.shape, dtype=advantages.dtype), np.empty(r.shape, dtype=returns.dtype)
+    out_adv[t, env], out_ret[t, env] = advantages, returns
+    return (out_adv[:, 0], out_ret[:, 0]) if rewards.ndim == 1 else (out_adv, out_ret)
+
+
+def rewards_to_go(rewards, gamma):
+    T = len(rewards)
+    ends = np.zeros((T, 1), dtype=bool)
+    ends[-1] = True  # one episode that terminates at its last step
+    buffer, batch, indices = _fill(rewards[:, None], ends, np.zeros((T, 1), dtype=bool))
+    returns, _ = Algorithm.compute_episodic_return(batch, buffer, indices, v_s_=None, v_s=None, gamma=gamma, gae_lambda=1.0)
+    out = np.empty(T, dtype=returns.dtype)
+    out[batch.obs[:, 0].astype(int)] = returns
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO: one real _update_with_batch on a controlled policy and critic
+
+
+class _GivenLogProb(Distribution):
+    """Gives every action the log-probability ``logp`` and the entropy ``entropy``."""
+
+    arg_constraints: dict = {}
+    has_rsample = False
+
+    def __init__(self, logp, entropy):
+        self.logp, self._entropy = logp, entropy
+        super().__init__(batch_shape=logp.shape, validate_args=False)
+
+    def log_prob(self, value):
+        return self.logp.expand(value.shape)
+
+    def sample(self, sample_shape=torch.Size()):
+        return torch.zeros(torch.Size(sample_shape) + self.batch_shape, dtype=self.logp.dtype)
+
+    def entropy(self):
+        return self._entropy
+
+
+class _Lookup(torch.nn.Module):
+    """obs (the sample's index) -> the suite's tensors at that index, through autograd."""
+
+    def __init__(self, *tensors, actor: bool):
+        super().__init__()
+        self.tensors, self.actor = tensors, actor
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # Tianshou builds an optimizer over the parameters
+
+    def forward(self, obs, state=None, info=None):
+        index = torch.as_tensor(obs, dtype=torch.long).reshape(-1)
+        picked = tuple(t[index] for t in self.tensors)
+        return (picked, state) if self.actor else picked[0]
+
+
+def _update(logp_new, logp_old, advantages, *, entropy=None, values=None, returns=None, old_values=None, **options):
+    """PPO(**options)._update_with_batch on the whole batch once; returns the loss it stepped on."""
+    n = logp_new.shape[0]
+    zeros = torch.zeros(n, dtype=logp_new.dtype)
+    entropy = zeros if entropy is None else entropy
+    values = zeros if values is None else values
+    policy = ProbabilisticActorPolicy(
+        actor=_Lookup(logp_new, entropy, actor=True),
+        dist_fn=lambda parameters: _GivenLogProb(*parameters),
+        action_space=gym.spaces.Box(-1.0, 1.0, (1,)),
+        action_scaling=False,
+        action_bound_method=None,
+    )
+    algorithm = PPO(policy=policy, critic=_Lookup(values, actor=False), optim=AdamOptimizerFactory(), **options)
+    stepped = []
+    algorithm.optim.step = lambda loss, *args, **kwargs: stepped.append(loss)  # record, do not step
+    batch = Batch(
+        obs=np.arange(n),
+        act=zeros.detach(),
+        logp_old=logp_old.detach(),
+        adv=advantages.detach(),
+        returns=(zeros if returns is None else returns).detach(),
+        v_s=(zeros if old_values is None else old_values).detach(),
+        info=Batch(),
+    )
+    algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    (loss,) = stepped
+    return loss
+
+
+_PPO = {"advantage_normalization": False, "vf_coef": 0.0, "ent_coef": 0.0}
+
+
+def _clip_loss(dual_clip):
+    def ppo_clip_loss(logp_new, logp_old, advantages, clip_eps):
+        return _update(logp_new, logp_old, advantages, **{**_PPO, "eps_clip": clip_eps, "dual_clip": dual_clip})
+
+    return ppo_clip_loss
+
+
+ppo_clip_loss = _clip_loss(None)
+
+
+def ppo_value_loss(values, returns, old_values=None, clip_eps=None):
+    clipped = old_values is not None and clip_eps is not None
+    zeros = torch.zeros_like(values).detach()
+    options = {**_PPO, "vf_coef": 1.0, "value_clip": clipped, "eps_clip": clip_eps if clipped else 0.2}
+    return _update(zeros, zeros, zeros, values=values, returns=returns, old_values=old_values if clipped else None, **options)
+
+
+def ppo_entropy_loss(entropy, coef):
+    zeros = torch.zeros_like(entropy).detach()
+    return _update(zeros, zeros, zeros, entropy=entropy, **{**_PPO, "ent_coef": float(coef)})
+
+
+def normalize_advantages(advantages):
+    """PPO's per-minibatch normalisation at ratio 1: loss = -mean(A_norm), so A_norm = -B dloss/dlogp.
+
+    The gradient passes Tianshou's float32 ratio, so the values come back as float32."""
+    n = advantages.shape[0]
+    logp = torch.zeros(n, dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():
+        loss = _update(logp, logp.detach(), torch.as_tensor(advantages, dtype=torch.float64),
+                       **{**_PPO, "advantage_normalization": True})
+        (grad,) = torch.autograd.grad(loss, logp)
+    return (-n * grad).float().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# variants: --candidate tianshou:NAME
+
+dual_clip = SimpleNamespace(
+    __doc__="PPO(dual_clip=3.0): for A < 0 the objective is floored at 3 A.",
+    ppo_clip_loss=_clip_loss(3.0),
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "dual_clip": 3.0},
+)
+
+VARIANTS = ("dual_clip",)
