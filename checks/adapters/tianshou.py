@@ -40,13 +40,13 @@ import gymnasium as gym
 import numpy as np
 import tianshou
 import torch
-from tianshou.algorithm import PPO
+from tianshou.algorithm import NPG, PPO, TRPO
 from tianshou.algorithm import algorithm_base
 from tianshou.algorithm.algorithm_base import Algorithm
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
-from torch.distributions import Distribution
+from torch.distributions import Distribution, kl_divergence, register_kl
 
 # Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
 # 30 s and more on a loaded 2-core machine, which the suite's per-clause time limit would count
@@ -65,6 +65,9 @@ RLSPEC_CONVENTIONS = {
     "advantage_eps": 1e-8,  # (A - mean) / (std + 1e-8), a2c.py:113
     "advantage_eps_form": "std",
     "advantage_normalization": "minibatch",  # inside _update_with_batch
+    "damping": 0.1,  # NPG._damping: the MVP is (F + 0.1 I) v, and TRPO scales its step with it
+    "backtrack_factor": 0.8,  # TRPO(backtrack_coeff=0.8)
+    "line_search_kl": "strict",  # accepts when kl < max_kl and the loss went down
 }
 
 
@@ -227,6 +230,113 @@ def normalize_advantages(advantages):
                        **{**_PPO, "advantage_normalization": True})
         (grad,) = torch.autograd.grad(loss, logp)
     return (-n * grad).float().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# natural gradient and TRPO (algorithm/modelfree/npg.py, trpo.py)
+
+
+class _Rows(Distribution):
+    """The rows ``index`` of a batch distribution: Tianshou shuffles each minibatch (``Batch.split``),
+    and the actor sees each row's index as its observation, so the policy answers row by row."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, base, index):
+        self.base, self.index = base, index
+        super().__init__(batch_shape=index.shape, validate_args=False)
+
+    def log_prob(self, value):
+        restored = torch.empty_like(value)
+        restored[self.index] = value  # back to the base's row order
+        return self.base.log_prob(restored)[self.index]
+
+    def sample(self, sample_shape=torch.Size()):
+        return self.base.sample(sample_shape).index_select(len(sample_shape), self.index)
+
+
+@register_kl(_Rows, _Rows)
+def _kl_rows(p, q):
+    return kl_divergence(p.base, q.base)[p.index]
+
+
+class _Parameters(torch.nn.Module):
+    """Actor whose parameters are the suite's flat ``params``; it outputs them with the row indices."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.theta = torch.nn.Parameter(params.detach().clone())
+
+    def forward(self, obs, state=None, info=None):
+        """(B, P + 1): theta on every row (Tianshou stores the output as one tensor), then the row's index."""
+        index = torch.as_tensor(obs, dtype=self.theta.dtype).reshape(-1, 1)
+        return torch.cat([self.theta.expand(len(index), -1), index], dim=1), state
+
+
+class _ConstantCritic(torch.nn.Module):
+    """V(s) = w = 0 for every state: TRPO fits its critic after the actor step; this one is inert."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
+
+    def forward(self, obs, state=None, info=None):
+        return self.w.expand(len(obs))
+
+
+def _natural_gradient(algorithm_class, policy, params, n, **options):
+    """An NPG / TRPO instance whose actor holds ``params`` and whose policy is the suite's ``policy``."""
+    actor_policy = ProbabilisticActorPolicy(
+        actor=_Parameters(params),
+        dist_fn=lambda out: _Rows(policy(out[0, :-1]), out[:, -1].long()),
+        action_space=gym.spaces.Box(-1.0, 1.0, (1,)),
+        action_scaling=False,
+        action_bound_method=None,
+    )
+    critic = _ConstantCritic(params.dtype)
+    return algorithm_class(policy=actor_policy, critic=critic, optim=AdamOptimizerFactory(), **options)
+
+
+def conjugate_gradient(matvec, b, iters, tol):
+    """NPG._conjugate_gradients with the instance's MVP replaced by ``matvec`` (CG alone; Tianshou's
+    own MVP adds its damping) and ``residual_tol = tol``, Tianshou's threshold on r'r."""
+    b = torch.as_tensor(b)
+    algorithm = _natural_gradient(NPG, lambda theta: None, torch.zeros(1, dtype=b.dtype), 1, advantage_normalization=False)
+    algorithm._MVP = lambda v, flat_kl_grad: torch.as_tensor(matvec(v), dtype=v.dtype)
+    return algorithm._conjugate_gradients(b.clone(), None, nsteps=int(iters), residual_tol=float(tol))
+
+
+def fisher_vector_product(policy, params, v):
+    """NPG._MVP: the Hessian-vector product of mean KL(pi_params || pi_theta) at theta = params, by
+    double backward through Tianshou's _get_flat_grad, plus Tianshou's damping."""
+    batch = Batch(obs=np.arange(_batch_size(policy, params)), info=Batch())
+    algorithm = _natural_gradient(NPG, policy, params, len(batch.obs), advantage_normalization=False)
+    with torch.enable_grad():
+        dist = algorithm.policy(batch).dist
+        with torch.no_grad():
+            old = algorithm.policy(batch).dist
+        flat_kl_grad = algorithm._get_flat_grad(kl_divergence(old, dist).mean(), algorithm.policy.actor, create_graph=True)
+        return algorithm._MVP(torch.as_tensor(v, dtype=params.dtype), flat_kl_grad)
+
+
+def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
+    """One real TRPO._update_with_batch on (actions, advantages) with log pi_old = log pi_params(a),
+    as _preprocess_batch stores it; returns the actor's parameters after it. Tianshou runs 10 CG
+    steps whatever ``cg_iters`` says (trpo.py:150)."""
+    n = len(actions)
+    algorithm = _natural_gradient(TRPO, policy, params, n, max_kl=float(max_kl), max_backtracks=int(max_backtracks),
+                                  advantage_normalization=False, optim_critic_iters=1)
+    batch = Batch(obs=np.arange(n), act=actions, adv=torch.as_tensor(advantages, dtype=params.dtype),
+                  returns=torch.zeros(n, dtype=params.dtype), v_s=torch.zeros(n, dtype=params.dtype), info=Batch())
+    with torch.no_grad():
+        batch.logp_old = algorithm.policy(batch).dist.log_prob(batch.act)
+    with torch.enable_grad():
+        algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    return algorithm.policy.actor.theta.detach().clone()
+
+
+def _batch_size(policy, params) -> int:
+    return policy(params.detach()).batch_shape[0]
 
 
 # ---------------------------------------------------------------------------------------------

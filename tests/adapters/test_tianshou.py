@@ -37,12 +37,15 @@ EXPECTED = {
         "GRID-PERFORMANCE-DIFFERENCE",
         *PPO_CLIP_CLAUSES, "PPO-VALUE-LOSS", "PPO-VALUE-LOSS-CLIPPED", "PPO-ADVANTAGE-NORMALISATION",
         "PPO-ENTROPY-BONUS-SIGN",
+        # under the declared damping 0.1, backtrack factor 0.8 and strict kl < max_kl
+        "TRPO-CG-SOLVES-SPD", "TRPO-FVP-EQUALS-FISHER", "TRPO-LINE-SEARCH-KL-DIRECTION", "TRPO-UPDATE-TRUST-REGION",
     )},
     # (A - mean) / (std + 1e-8) with torch's unbiased std: a one-sample minibatch is 0 / NaN = NaN
     # (notes B2 P8; bugs.md C1). A defect, not a declared choice: it stays red.
     "PPO-ADVANTAGE-NORMALISATION-DEGENERATE": "fail",
 }
-PROVIDED = {"gae", "rewards_to_go", "ppo_clip_loss", "ppo_value_loss", "normalize_advantages", "ppo_entropy_loss"}
+PROVIDED = {"gae", "rewards_to_go", "ppo_clip_loss", "ppo_value_loss", "normalize_advantages", "ppo_entropy_loss",
+            "conjugate_gradient", "fisher_vector_product", "trpo_update"}
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +158,25 @@ def test_ratio_is_float32_value_loss_and_normalisation_p6_p8_p10():
         [-1.161895, -0.387298, 0.387298, 1.161895], abs=1e-6)
     assert adapter.normalize_advantages(np.array([0.0, 1e-7])).tolist() == pytest.approx([-0.619497, 0.619497], abs=1e-6)
     assert np.isnan(adapter.normalize_advantages(np.array([3.0]))).all()
+
+
+def test_trpo_facts_p9():
+    """Tianshou's MVP adds 0.1 v; its step is scaled with the damped matrix, so 1/2 dW' F dW < max_kl
+    (notes B2 P9); CG stops on r'r < residual_tol."""
+    from rlspec.reference import trpo as ref
+
+    features = np.array([[1.0, 0.5], [0.2, -1.0], [0.3, 0.3]])
+    policy = ref.linear_diag_gaussian(features, 1)  # theta = (w1, w2, log_std): the mean is linear
+    theta = torch.zeros(3, dtype=torch.float64)
+    F = torch.stack([adapter.fisher_vector_product(policy, theta, e) for e in torch.eye(3, dtype=torch.float64)])
+    F_undamped = F - 0.1 * torch.eye(3, dtype=torch.float64)
+    X = torch.as_tensor(features)
+    assert torch.allclose(F_undamped[:2, :2], X.T @ X / 3, atol=1e-12)  # unit std: F = X'X / B for the mean
+    actions = torch.tensor([[0.3], [-0.2], [0.5]], dtype=torch.float64)
+    new = adapter.trpo_update(policy, theta, actions, torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64), 0.01, 10, 10)
+    step = new - theta
+    assert float(0.5 * step @ F @ step) == pytest.approx(0.01, rel=1e-5)  # the damped quadratic meets max_kl
+    assert float(0.5 * step @ F_undamped @ step) < 0.01
+    A = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    x = adapter.conjugate_gradient(lambda v: A @ v, torch.tensor([1.0, 2.0], dtype=torch.float64), 2, 1e-20)
+    assert torch.allclose(A @ x, torch.tensor([1.0, 2.0], dtype=torch.float64), atol=1e-12)
