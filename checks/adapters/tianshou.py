@@ -335,6 +335,26 @@ def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backt
     return algorithm.policy.actor.theta.detach().clone()
 
 
+def _npg_natural_step(grad, fvp, max_kl, cg_iters):
+    """NPG._update_with_batch on a policy whose Fisher is the suite's F and whose policy gradient is
+    ``grad``: one sample of N(L' theta, I) with F = L L' (so mean KL(old || new) = 1/2 d' F d) and the
+    action L^-1 grad, advantage 1, at theta = 0. NPG steps trust_region_size (0.5) times the damped
+    natural direction; it never reads ``max_kl``, and runs 10 CG steps whatever ``cg_iters`` says."""
+    g = np.asarray(grad, dtype=np.float64)
+    n = len(g)
+    F = np.column_stack([np.asarray(fvp(e), dtype=np.float64) for e in np.eye(n)])
+    L = torch.as_tensor(np.linalg.cholesky((F + F.T) / 2))
+    policy = lambda theta: torch.distributions.Independent(torch.distributions.Normal((L.T @ theta)[None], 1.0), 1)
+    theta0 = torch.zeros(n, dtype=torch.float64)
+    algorithm = _natural_gradient(NPG, policy, theta0, 1, advantage_normalization=False, optim_critic_iters=1)
+    action = torch.linalg.solve_triangular(L, torch.as_tensor(g)[:, None], upper=False).T  # L^-1 g, (1, n)
+    batch = Batch(obs=np.arange(1), act=action, adv=torch.ones(1, dtype=torch.float64), returns=torch.zeros(1, dtype=torch.float64),
+                  v_s=torch.zeros(1, dtype=torch.float64), info=Batch())
+    with torch.enable_grad():
+        algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    return (algorithm.policy.actor.theta.detach() - theta0).numpy().astype(np.asarray(grad).dtype)
+
+
 def _batch_size(policy, params) -> int:
     return policy(params.detach()).batch_shape[0]
 
@@ -348,4 +368,9 @@ dual_clip = SimpleNamespace(
     RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "dual_clip": 3.0},
 )
 
-VARIANTS = ("dual_clip",)
+npg = SimpleNamespace(
+    __doc__="NPG's natural step: 0.5 (F + 0.1 I)^-1 g, a fixed size that ignores max_kl.",
+    natural_step=_npg_natural_step,
+)
+
+VARIANTS = ("dual_clip", "npg")

@@ -180,3 +180,24 @@ def test_trpo_facts_p9():
     A = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
     x = adapter.conjugate_gradient(lambda v: A @ v, torch.tensor([1.0, 2.0], dtype=torch.float64), 2, 1e-20)
     assert torch.allclose(A @ x, torch.tensor([1.0, 2.0], dtype=torch.float64), atol=1e-12)
+
+
+# NPG's step is 0.5 (F + 0.1 I)^-1 g whatever max_kl says: the direction is natural, the size is not.
+NPG_EXPECTED = {"TRPO-NATURAL-STEP-DIRECTION": "pass", "TRPO-NATURAL-STEP-INVARIANCE": "pass",
+                "TRPO-NATURAL-STEP-KL-BUDGET": "fail"}
+
+
+def test_npg_variant_ignores_the_kl_budget():
+    run = run_conformance("tianshou:npg", clauses=",".join(NPG_EXPECTED), profile="quick", seed=0)
+    got = {r.id: r.status for r in run.results}
+    budget = run["TRPO-NATURAL-STEP-KL-BUDGET"]
+    if budget.status == "error" and "internal error in rlspec" in budget.message:
+        pytest.xfail(f"suite: {budget.message} (the check's diagnose calls float() on a 1-element array; reported)")
+    assert got == NPG_EXPECTED, [(r.id, r.status, r.message) for r in run.results]
+
+
+def test_npg_step_is_half_the_damped_natural_direction():
+    F = np.diag([1.0, 100.0])
+    g = np.array([1.0, 1.0])
+    step = adapter.npg.natural_step(g, lambda v: F @ np.asarray(v), 0.01, 20)
+    assert step == pytest.approx(0.5 * np.linalg.solve(F + 0.1 * np.eye(2), g), rel=1e-6)
