@@ -44,7 +44,7 @@ from tianshou.algorithm import NPG, PPO, TRPO
 from tianshou.algorithm import algorithm_base
 from tianshou.algorithm.algorithm_base import Algorithm
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.algorithm.optim import AdamOptimizerFactory, OptimizerFactory
 from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
 from torch.distributions import Distribution, kl_divergence, register_kl
 
@@ -230,6 +230,94 @@ def normalize_advantages(advantages):
                        **{**_PPO, "advantage_normalization": True})
         (grad,) = torch.autograd.grad(loss, logp)
     return (-n * grad).float().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole PPO update: PPO._update_with_batch with the suite's policy and optimizer
+
+
+class _GivenOptimizer(OptimizerFactory):
+    """The factory Tianshou builds its optimizer with, handing back the optimizer the suite gave."""
+
+    def __init__(self, optimizer):
+        super().__init__()
+        self.optimizer = optimizer
+
+    def _create_optimizer_for_params(self, params):
+        return self.optimizer
+
+
+class _SuiteHead(torch.nn.Module):
+    """The suite's ``policy(obs) -> (dist, values)`` as Tianshou's actor (output: the rows' indices,
+    turned into the distribution by ``dist_fn``) or critic (output: the values). Observations in the
+    Batch are row indices, so the diagnostics can say which rows the first minibatch held."""
+
+    def __init__(self, policy, obs, critic: bool):
+        super().__init__()
+        self.policy, self.critic = policy, critic
+        self.obs = obs
+
+    def forward(self, index, state=None, info=None):
+        index = torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        if self.critic:
+            return self.policy(self.obs[index])[1].flatten()
+        return index.to(self.obs.dtype), state
+
+
+class _FirstLogProb:
+    """Records the log-probabilities of the first minibatch Tianshou scores, before any step."""
+
+    def __init__(self):
+        self.logp, self.index = None, None
+
+    def wrap(self, dist, index):
+        recorder, log_prob = self, dist.log_prob
+
+        def recorded(value):
+            out = log_prob(value)
+            if recorder.logp is None:
+                recorder.logp, recorder.index = out.detach().clone(), index
+            return out
+
+        dist.log_prob = recorded
+        return dist
+
+
+def _joint(dist, actions):
+    """Tianshou's dist_fn returns the joint distribution of an action (``Independent`` over its
+    dimensions for a Gaussian): a per-dimension one is wrapped, as a Tianshou user would."""
+    if actions.ndim > 1 and len(dist.event_shape) == 0:
+        return torch.distributions.Independent(dist, 1)
+    return dist
+
+
+def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """One PPO._update_with_batch (epochs = ``repeat``, minibatches of ``minibatch_size`` from
+    Tianshou's shuffled ``Batch.split``) on the stored batch, stepping the suite's optimizer through
+    Tianshou's own ``Optimizer.step`` (zero_grad, backward, one global gradient-norm clip, step).
+
+    Tianshou's PPO has no KL early stop: ``target_kl`` is not read and ``approx_kl`` stays empty."""
+    n = len(obs)
+    first = _FirstLogProb()
+    actor = _SuiteHead(policy, obs, critic=False)
+    actor_policy = ProbabilisticActorPolicy(
+        actor=actor,
+        dist_fn=lambda index: first.wrap(_joint(policy(obs[index.long()])[0], actions), index.long()),
+        action_space=gym.spaces.Box(-1.0, 1.0, (1,)),
+        action_scaling=False,
+        action_bound_method=None,
+    )
+    algorithm = PPO(
+        policy=actor_policy, critic=_SuiteHead(policy, obs, critic=True), optim=_GivenOptimizer(optimizer),
+        eps_clip=config["clip_eps"], vf_coef=config["vf_coef"], ent_coef=config["ent_coef"],
+        max_grad_norm=config["max_grad_norm"], advantage_normalization=bool(config["normalize_advantages"]),
+    )
+    batch = Batch(obs=np.arange(n), act=actions, logp_old=logp_old.detach(), adv=advantages.detach(),
+                  returns=returns.detach(), v_s=values_old.detach(), info=Batch())
+    with torch.enable_grad():
+        algorithm._update_with_batch(batch, batch_size=int(config["minibatch_size"]), repeat=int(config["epochs"]))
+    ratios = (first.logp - logp_old.detach()[first.index]).exp()
+    return {"ratios": ratios, "indices": first.index, "approx_kl": [], "epochs": int(config["epochs"])}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,9 +43,15 @@ EXPECTED = {
     # (A - mean) / (std + 1e-8) with torch's unbiased std: a one-sample minibatch is 0 / NaN = NaN
     # (notes B2 P8; bugs.md C1). A defect, not a declared choice: it stays red.
     "PPO-ADVANTAGE-NORMALISATION-DEGENERATE": "fail",
+    # PPO has no target_kl: declared in tianshou.xfail
+    "PPO-UPDATE-KL-EARLY-STOP": "xfail",
+    "PPO-UPDATE-FIRST-STEP-GRADIENT": "pass",
 }
+# The same NaN inside a whole update: a drawn minibatch of one sample (n = 2 or 3) turns the
+# parameters into NaN, and the next forward raises. Where the draw has no such minibatch: pass.
+NAN_MINIBATCH = ("PPO-UPDATE-FIRST-RATIOS-ONE", "PPO-UPDATE-STORED-LOGP-OLD")
 PROVIDED = {"gae", "rewards_to_go", "ppo_clip_loss", "ppo_value_loss", "normalize_advantages", "ppo_entropy_loss",
-            "conjugate_gradient", "fisher_vector_product", "trpo_update"}
+            "ppo_update", "conjugate_gradient", "fisher_vector_product", "trpo_update"}
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +78,26 @@ def test_verdict(run, clause):
     assert result.status == EXPECTED[clause], f"{clause}: {result.status}: {result.message}"
 
 
+@pytest.mark.parametrize("clause", NAN_MINIBATCH)
+def test_update_verdict_is_pass_unless_a_one_sample_minibatch_was_drawn(run, clause):
+    result = run[clause]
+    assert result.status == "pass" or (result.status == "error" and "invalid values" in result.message), result.message
+
+
+def test_one_sample_minibatch_update_is_nan():
+    from rlspec.checks.clauses.ppo import BASE_CONFIG, UpdateCase
+
+    arguments = UpdateCase("categorical", n=2, seed=1).arguments("float64", config={**BASE_CONFIG, "minibatch_size": 1})
+    with pytest.raises(ValueError, match="invalid values"):
+        adapter.ppo_update(**arguments)
+    arguments = UpdateCase("categorical", n=8, seed=1).arguments("float64", config={**BASE_CONFIG, "minibatch_size": 4})
+    assert adapter.ppo_update(**arguments)["ratios"].tolist() == pytest.approx([1.0] * 4)
+
+
 def test_every_other_clause_is_not_provided_or_passes(run):
     """A clause not in EXPECTED (a chapter landed since) must not fail unnoticed: decide its verdict here."""
     for result in run.results:
-        if result.id in EXPECTED:
+        if result.id in EXPECTED or result.id in NAN_MINIBATCH:
             continue
         operations = {result.operation} if isinstance(result.operation, str) else set(result.operation)
         if operations <= PROVIDED:
