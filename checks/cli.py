@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
 
     prove = commands.add_parser("prove", help="run the symbolic proofs and print each verdict")
     prove.add_argument("--only", metavar="PATTERN", help="glob over proof ids (e.g. 'gae.*')")
+
+    figures = commands.add_parser("figures", help="write the clip-objective and GAE bias/variance figures (needs matplotlib)")
+    figures.add_argument("out", metavar="OUT", help="folder for the PNG files")
+
+    from rlspec.checks import matrix
+
+    matrix.configure(commands.add_parser("matrix", help="check every library adapter; write docs/conformance.md"))
     return parser
 
 
@@ -65,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "prove": cmd_prove}[args.command]
+    handler = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -175,6 +182,12 @@ def cmd_check(args) -> int:
     return EXIT_OK if run.ok else EXIT_FAIL
 
 
+def cmd_matrix(args) -> int:
+    from rlspec.checks import matrix
+
+    return matrix.run(args)
+
+
 # ------------------------------------------------------------------------------------------------
 # list, explain, prove
 
@@ -253,6 +266,8 @@ def cmd_explain(args) -> int:
         out += ["likely cause of a failure:", wrap(clause.likely_cause)]
     if clause.bugs:
         out += ["real bugs it targets (research/bugs.md):"] + [f"  {b}" for b in clause.bugs]
+    if clause.notes:
+        out += ["notes:", wrap(clause.notes)]
     for proof_id in clause.proofs:
         proof = PROOFS[proof_id]
         verdict = proof()
@@ -295,6 +310,22 @@ def cmd_prove(args) -> int:
             print(f"      {verdict.counterexample}")
     print(f"{len(chosen)} proofs: {len(chosen) - bad} proved, {bad} not proved in {time.perf_counter() - start:.1f} s")
     return EXIT_OK if bad == 0 else EXIT_FAIL
+
+
+def cmd_figures(args) -> int:
+    try:
+        from rlspec.checks.figures import table_text, write_figures
+    except ImportError as exc:  # pragma: no cover - matplotlib is the `figures` extra
+        print(f"rlspec: figures need matplotlib ({exc}); pip install 'rlspec[figures]'", file=sys.stderr)
+        return EXIT_USAGE
+
+    paths, claims, rows = write_figures(args.out)
+    print(table_text(rows))
+    for claim, holds, numbers in claims:
+        print(f"  {'holds' if holds else 'FAILS'}  {claim}: {numbers}")
+    for path in paths:
+        print(f"wrote {path}")
+    return EXIT_OK if all(holds for _, holds, _ in claims) else EXIT_FAIL
 
 
 if __name__ == "__main__":  # pragma: no cover

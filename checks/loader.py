@@ -57,8 +57,8 @@ def _resolve(spec: str):
         module = _import_file(path)
     elif target in BUILTIN:
         module = importlib.import_module(BUILTIN[target])
-    elif target.isidentifier() and importlib.util.find_spec(f"rlspec.checks.adapters.{target}") is not None:
-        module = importlib.import_module(f"rlspec.checks.adapters.{target}")  # a built-in library adapter
+    elif (adapter := target.replace("-", "_")).isidentifier() and importlib.util.find_spec(f"rlspec.checks.adapters.{adapter}"):
+        module = importlib.import_module(f"rlspec.checks.adapters.{adapter}")  # a built-in library adapter (sb3-contrib: sb3_contrib)
     else:
         module = importlib.import_module(target)
     obj = module

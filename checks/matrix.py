@@ -1,0 +1,328 @@
+"""The conformance matrix: every built-in library adapter checked, merged into one table.
+
+    rlspec matrix                                           # every adapter, in this interpreter
+    rlspec matrix --python sb3=/tmp/venvs/sb3/bin/python --python skrl=/tmp/venvs/skrl/bin/python
+    rlspec matrix --from-json docs/conformance.json         # re-render the documents, check nothing
+
+Libraries pin conflicting dependencies, so each adapter may run in an interpreter of its own
+(``--python ADAPTER=PATH``, an environment where the library and rlspec are installed). For each
+adapter the matrix starts ``PATH -m rlspec.checks.matrix ADAPTER``, which checks the adapter and
+each of its ``VARIANTS`` (``adapter:variant`` candidates) with :func:`run_conformance` and prints
+one JSON document; an adapter whose library is missing from that interpreter is reported as not
+installed, with the import error, never silently dropped.
+
+The merged result is written as ``conformance.json`` (every verdict, message, counterexample,
+version, convention, timing) and ``conformance.md`` (clauses x candidates: pass / FAIL / error /
+xfail / - for not provided, each failure linked to its counterexample further down). The Markdown
+is a pure function of the JSON (:func:`render`), free of timings, so regenerating it with the same
+verdicts gives the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SCHEMA = 1
+PACKAGE = "rlspec.checks.adapters"
+NOT_ADAPTERS = {"reference"}  # built-in candidates that are not a library
+SYMBOLS = {"pass": "pass", "fail": "**FAIL**", "error": "**error**", "xfail": "xfail", "skip": "skip", "not-provided": "–"}
+
+
+# ------------------------------------------------------------------------------------------------
+# which adapters exist (without importing them: their libraries may be absent here)
+
+
+def adapters() -> list[str]:
+    """Names of the built-in library adapters: modules of ``rlspec.checks.adapters`` except the
+    reference and private helpers, sorted."""
+    import importlib.util
+    import pkgutil
+
+    package = importlib.util.find_spec(PACKAGE)
+    names = [m.name for m in pkgutil.iter_modules(package.submodule_search_locations)]
+    return sorted(n for n in names if not n.startswith("_") and n not in NOT_ADAPTERS)
+
+
+# ------------------------------------------------------------------------------------------------
+# one adapter, in the interpreter that has its library (``python -m rlspec.checks.matrix NAME``)
+
+
+def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1) -> dict:
+    """Check adapter ``name`` and each of its VARIANTS here; a JSON-ready dict."""
+    import importlib
+    import platform
+    import traceback
+
+    from rlspec.checks.engine import run_conformance
+    from rlspec.checks.loader import load
+
+    report = {"adapter": name, "python": sys.executable, "python_version": platform.python_version()}
+    started = time.perf_counter()
+    try:
+        module = importlib.import_module(f"{PACKAGE}.{name}")
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not installed here"
+        lines = traceback.format_exception_only(type(exc), exc)
+        return {**report, "available": False, "reason": lines[-1].strip(), "candidates": []}
+    specs = [name] + [f"{name}:{variant}" for variant in getattr(module, "VARIANTS", ())]
+    candidates = []
+    for spec in specs:
+        candidate = load(spec)
+        run = run_conformance(spec, profile=profile, seed=seed, isolate=True, workers=workers)
+        variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec else ""
+        candidates.append({
+            "candidate": spec,
+            "adapter": name,
+            "variant": spec.partition(":")[2] or None,
+            "description": " ".join(variant_doc.split()),
+            "version": candidate.version,
+            "conventions": {k: _plain(v) for k, v in candidate.conventions.items()},
+            "xfail": candidate.xfail,
+            "run": run.to_json(),
+        })
+    return {**report, "available": True, "seconds": round(time.perf_counter() - started, 1), "candidates": candidates}
+
+
+def _plain(value):
+    """Conventions as JSON: tuples become lists, anything exotic its repr."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
+    """``python -m rlspec.checks.matrix name`` in another interpreter; its JSON document (written
+    to a file: a library may print to stdout while it imports)."""
+    with tempfile.TemporaryDirectory(prefix="rlspec-matrix-") as tmp:
+        target = Path(tmp) / f"{name}.json"
+        command = [python, "-m", "rlspec.checks.matrix", name, "--profile", profile, "--seed", str(seed), "--json", str(target)]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            return {"adapter": name, "python": python, "available": False, "reason": f"cannot run {python}: {exc}", "candidates": []}
+        if done.returncode != 0 or not target.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+            return {"adapter": name, "python": python, "available": False,
+                    "reason": f"{' '.join(command[:3])} {name} failed: {tail[0]}", "candidates": []}
+        report = json.loads(target.read_text(encoding="utf-8"))
+    report["seconds"] = round(time.perf_counter() - started, 1)  # including the interpreter's start
+    return report
+
+
+# ------------------------------------------------------------------------------------------------
+# merge and render
+
+
+def merge(reports: list[dict], *, profile: str, seed: int) -> dict:
+    from rlspec.checks.engine import VERSION
+    from rlspec.spec import catalogue
+
+    reports = sorted(reports, key=lambda r: r["adapter"])
+    known = [c.id for c in catalogue.clauses()]
+    seen = {c["id"] for r in reports for cand in r["candidates"] for c in cand["run"]["clauses"]}
+    return {
+        "schema": SCHEMA,
+        "rlspec": VERSION,
+        "profile": profile,
+        "seed": seed,
+        "clauses": [c for c in known if c in seen] + sorted(seen - set(known)),
+        "chapters": {c.id: c.chapter for c in catalogue.clauses()},
+        "adapters": reports,
+    }
+
+
+def _anchor(candidate: str, clause_id: str) -> str:
+    return f"{candidate.replace(':', '-')}-{clause_id}".lower()
+
+
+def _cell(candidate: str, result: dict | None) -> str:
+    if result is None:
+        return "·"
+    symbol = SYMBOLS.get(result["status"], result["status"])
+    if result["status"] in ("fail", "error", "xfail"):
+        return f"[{symbol}](#{_anchor(candidate, result['id'])})"
+    return symbol
+
+
+def _details(candidate: str, result: dict) -> list[str]:
+    lines = [f'<a id="{_anchor(candidate, result["id"])}"></a>', "",
+             f"#### {candidate} · {result['id']} · {result['status']}", ""]
+    for note in result.get("notes", []):
+        if note.startswith("declared deviation"):
+            lines += [f"Declared deviation: {note.partition(': ')[2]}", ""]
+    lines += ["```", result["message"]]
+    if result.get("cause") and result["status"] == "fail":
+        lines.append(f"likely cause: {result['cause']}")
+    if result.get("call"):
+        lines.append(f"call: {result['call']}")
+    if result.get("counterexample"):
+        lines.append(result["counterexample"])
+    if result.get("replay"):
+        lines.append(f"replay: {result['replay']}")
+    lines += ["```", ""]
+    return lines
+
+
+def render(matrix: dict) -> str:
+    """docs/conformance.md from the merged JSON (deterministic: no timings, no dates)."""
+    candidates = [c for r in matrix["adapters"] for c in r["candidates"]]
+    missing = [r for r in matrix["adapters"] if not r.get("available")]
+    out = [
+        "# Conformance matrix",
+        "",
+        f"Generated by `rlspec matrix` (rlspec {matrix['rlspec']}, profile `{matrix['profile']}`, seed "
+        f"{matrix['seed']}) from [conformance.json](conformance.json); do not edit by hand. Reproduce with "
+        "the command in the README (section *Real libraries*).",
+        "",
+        "Each column is a built-in adapter driving a library's real code (`rlspec check --candidate NAME`);",
+        "`adapter:variant` columns drive another configuration or code path of the same library.",
+        "**FAIL**: the library's numbers contradict the clause (defects are listed in",
+        "[bugs-found.md](bugs-found.md)); **error**: the library raised or returned something unusable;",
+        "xfail: a deviation the adapter declares as a deliberate choice (reason below); –: the library",
+        "has no such operation. Every FAIL, error and xfail links to its counterexample.",
+        "",
+        "## Libraries",
+        "",
+        "| candidate | version | pass | FAIL | error | xfail | not provided |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in candidates:
+        s = c["run"]["summary"]
+        name = f"`{c['candidate']}`"
+        out.append(f"| {name} | {c['version']} | {s.get('pass', 0)} | {s.get('fail', 0)} | {s.get('error', 0)} | "
+                   f"{s.get('xfail', 0)} | {s.get('not-provided', 0) + s.get('skip', 0)} |")
+    for r in missing:
+        out.append(f"| `{r['adapter']}` | not installed: {r.get('reason', '')} | | | | | |")
+    described = [c for c in candidates if c.get("description")]
+    if described:
+        out += [""] + [f"- `{c['candidate']}`: {c['description']}" for c in described]
+    out += ["", "## Clauses", ""]
+    header = "| clause | " + " | ".join(f"`{c['candidate']}`" for c in candidates) + " |"
+    out += [header, "|---|" + "---|" * len(candidates)]
+    by_candidate = [{r["id"]: r for r in c["run"]["clauses"]} for c in candidates]
+    chapter = None
+    for clause_id in matrix["clauses"]:
+        this = matrix["chapters"].get(clause_id, "")
+        if this != chapter:
+            chapter = this
+            out.append(f"| **{chapter or 'other'}** |" + " |" * len(candidates))
+        cells = [_cell(c["candidate"], results.get(clause_id)) for c, results in zip(candidates, by_candidate)]
+        out.append(f"| `{clause_id}` | " + " | ".join(cells) + " |")
+    out += ["", "## Counterexamples and declared deviations", ""]
+    for c, results in zip(candidates, by_candidate):
+        shown = [results[i] for i in matrix["clauses"] if i in results and results[i]["status"] in ("fail", "error", "xfail")]
+        if not shown:
+            continue
+        out += [f"### `{c['candidate']}` ({c['version']})", ""]
+        for result in shown:
+            out += _details(c["candidate"], result)
+    conventions = [c for c in candidates if c.get("conventions") and not c.get("variant")]
+    if conventions:
+        out += ["## Declared conventions", ""]
+        for c in conventions:
+            pairs = ", ".join(f"`{k}` = `{json.dumps(v)}`" for k, v in c["conventions"].items())
+            out += [f"- `{c['candidate']}`: {pairs}"]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(matrix: dict, out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "conformance.json", out_dir / "conformance.md"
+    json_path.write_text(json.dumps(matrix, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    md_path.write_text(render(matrix), encoding="utf-8")
+    return json_path, md_path
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``rlspec matrix`` (the CLI adds this subcommand)."""
+    parser.add_argument("--adapters", metavar="NAMES", help="comma-separated adapters (default: every built-in one)")
+    parser.add_argument("--python", action="append", default=[], metavar="ADAPTER=PATH",
+                        help="run this adapter in that interpreter (its own environment); repeatable")
+    parser.add_argument("--profile", default="ci", choices=["quick", "ci", "thorough"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="adapters checked at the same time")
+    parser.add_argument("--out", default="docs", metavar="DIR", help="where conformance.md and .json go (default docs)")
+    parser.add_argument("--from-json", metavar="FILE", help="re-render the Markdown from this merged JSON; check nothing")
+    parser.add_argument("--require", metavar="NAMES",
+                        help="comma-separated adapters that must be installed: exit 2 if one is not")
+
+
+def run(args) -> int:
+    if args.from_json:
+        matrix = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        (Path(args.out) / "conformance.md").write_text(render(matrix), encoding="utf-8")
+        print(f"wrote {Path(args.out) / 'conformance.md'}")
+        return 0
+    every = adapters()
+    chosen = [n.strip() for n in args.adapters.split(",") if n.strip()] if args.adapters else every
+    unknown = sorted(set(chosen) - set(every))
+    pythons = {}
+    for item in args.python:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            print(f"rlspec: --python takes ADAPTER=PATH, not {item!r}", file=sys.stderr)
+            return 2
+        pythons[name.strip()] = path
+    unknown += sorted(set(pythons) - set(every))
+    if unknown:
+        print(f"rlspec: no built-in adapter {', '.join(unknown)} (have: {', '.join(every)})", file=sys.stderr)
+        return 2
+
+    def one(name: str) -> dict:
+        started = time.perf_counter()
+        print(f"matrix: {name} ...", flush=True)
+        report = _run_elsewhere(name, pythons.get(name, sys.executable), args.profile, args.seed)
+        state = "not installed: " + report.get("reason", "") if not report.get("available") else ", ".join(
+            f"{c['candidate']} {_counts(c['run']['summary'])}" for c in report["candidates"])
+        print(f"matrix: {name} done in {time.perf_counter() - started:.0f} s: {state}", flush=True)
+        return report
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        reports = list(pool.map(one, chosen))
+    matrix = merge(reports, profile=args.profile, seed=args.seed)
+    json_path, md_path = write(matrix, Path(args.out))
+    print(f"wrote {md_path} and {json_path}")
+    required = {n.strip() for n in (args.require or "").split(",") if n.strip()}
+    absent = sorted(r["adapter"] for r in reports if r["adapter"] in required and not r.get("available"))
+    if absent:
+        print(f"rlspec: required adapters not installed: {', '.join(absent)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _counts(summary: dict) -> str:
+    return "(" + ", ".join(f"{n} {s}" for s, n in summary.items() if n) + ")"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlspec.checks.matrix ADAPTER --json PATH``: check one adapter here, write its JSON."""
+    parser = argparse.ArgumentParser(prog="python -m rlspec.checks.matrix")
+    parser.add_argument("adapter")
+    parser.add_argument("--profile", default="ci")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", required=True, metavar="PATH")
+    args = parser.parse_args(argv)
+    report = check_adapter(args.adapter, profile=args.profile, seed=args.seed)
+    Path(args.json).write_text(json.dumps(report) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through subprocesses
+    sys.exit(main())
