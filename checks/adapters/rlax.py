@@ -21,7 +21,8 @@ float32 inputs stay float32.
   built in log space, ``exp(logp_new - logp_old)``, as rlax's users must (the function takes
   ratios). Its value and ``jax.vjp`` gradient are handed to torch through an autograd function,
   so the suite differentiates rlax's own gradient.
-- ``tanh_gaussian_log_prob``: the distribution ``rlax.squashed_gaussian`` builds,
+- ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy``: ``rlax.gaussian_diagonal()``.
+- ``tanh_gaussian_log_prob`` / ``scaled_tanh_gaussian_log_prob``: the distribution ``rlax.squashed_gaussian`` builds,
   ``distrax.Transformed(MultivariateNormalDiag(loc, scale), Block(Tanh(), 1))``, scoring
   ``tanh(u)`` (distrax inverts it with atanh). rlax's own wrapper also squashes its parameters
   (``loc = tanh(mu)``, a bounded scale) and deprecates itself in favour of this distrax form, which
@@ -143,11 +144,42 @@ def ppo_clip_loss(logp_new, logp_old, advantages, clip_eps):
 # squashed Gaussian
 
 
+def diag_gaussian_log_prob(mean, log_std, action):
+    """``rlax.gaussian_diagonal().logprob`` (a distrax MultivariateNormalDiag)."""
+    mean, log_std, action = (jnp.asarray(np.asarray(x)) for x in (mean, log_std, action))
+    return np.asarray(_gaussian_diagonal().logprob(action, mean, jnp.exp(log_std)))
+
+
+def diag_gaussian_entropy(log_std):
+    log_std = jnp.asarray(np.asarray(log_std))
+    return np.asarray(_gaussian_diagonal().entropy(jnp.zeros_like(log_std), jnp.exp(log_std)))
+
+
+def _gaussian_diagonal():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # rlax points to distrax, which it calls
+        return rlax.gaussian_diagonal()
+
+
+def _squashed(mean, log_std, bijector):
+    return distrax.Transformed(distrax.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)),
+                               distrax.Block(bijector, ndims=1))
+
+
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
     mean, log_std, u = (jnp.asarray(np.asarray(x)) for x in (mean, log_std, pre_tanh))
-    dist = distrax.Transformed(distrax.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)),
-                               distrax.Block(distrax.Tanh(), ndims=1))
-    return np.asarray(dist.log_prob(jnp.tanh(u)))
+    return np.asarray(_squashed(mean, log_std, distrax.Tanh()).log_prob(jnp.tanh(u)))
+
+
+def scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+    """The bijector rlax.squashed_gaussian builds for an action_spec: shift + scale (1 + tanh)."""
+    mean, log_std, u, low, high = (jnp.asarray(np.asarray(x)) for x in (mean, log_std, pre_tanh, low, high))
+    bijector = distrax.Chain([distrax.ScalarAffine(shift=low, scale=0.5 * (high - low)), distrax.ScalarAffine(shift=1.0),
+                              distrax.Tanh()])
+    action = low + 0.5 * (high - low) * (jnp.tanh(u) + 1.0)
+    return np.asarray(_squashed(mean, log_std, bijector).log_prob(action))
 
 
 def _wrapper_tanh_gaussian_log_prob(mean, log_std, pre_tanh):
@@ -174,4 +206,6 @@ squashed_gaussian = SimpleNamespace(
     tanh_gaussian_log_prob=_wrapper_tanh_gaussian_log_prob,
 )
 
-VARIANTS = ("stream_truncation_as_termination", "squashed_gaussian")
+# Variants worth a column in the conformance matrix. (``squashed_gaussian`` is not one: it cannot
+# take a mean outside (-1, 1) at all, so most Gaussian clauses would only report that.)
+VARIANTS = ("stream_truncation_as_termination",)

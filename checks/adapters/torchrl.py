@@ -19,8 +19,12 @@ What each operation drives (paths in ``site-packages/torchrl``):
 - ``kl_coefficient_update``: one real ``KLPENPPOLoss.forward`` whose two distributions differ by
   exactly the suite's KL (TorchRL's Monte Carlo KL path: ``log p_prev(x) - log p_cur(x)``), then
   the ``beta`` buffer the forward adapted.
-- ``tanh_gaussian_log_prob``: ``modules.TanhNormal(mean, exp(log_std)).log_prob(tanh(u))``, the call
-  ``ClipPPOLoss`` makes when it re-scores a stored action.
+- ``tanh_gaussian_log_prob`` / ``scaled_tanh_gaussian_log_prob``: ``modules.TanhNormal(mean,
+  exp(log_std)[, low, high]).log_prob(action)``, the call ``ClipPPOLoss`` makes when it re-scores a
+  stored action (TorchRL inverts the action through a clamped atanh); the variant
+  ``tanh_exact_preimage`` scores the pre-tanh draw itself (``sample_and_log_prob``, as actors do at
+  collection time).
+- ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy``: ``modules.IndependentNormal``.
 
 Precision: TorchRL holds its coefficients as float32 tensors whatever the data's dtype -- GAE
 multiplies ``gamma`` by an int32 mask (``gamma * (~terminated).int()``, functional.py:170), which is
@@ -48,7 +52,7 @@ import torchrl
 from tensordict import TensorDict
 from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential, TensorDictModule
 from torch.distributions import Distribution
-from torchrl.modules import TanhNormal
+from torchrl.modules import IndependentNormal, TanhNormal
 from torchrl.objectives import ClipPPOLoss, KLPENPPOLoss
 from torchrl.objectives.value import GAE
 from torchrl.objectives.value.functional import generalized_advantage_estimate, vec_generalized_advantage_estimate
@@ -238,9 +242,38 @@ def kl_coefficient_update(beta, kl, target):
 # squashed Gaussian
 
 
+def diag_gaussian_log_prob(mean, log_std, action):
+    return IndependentNormal(mean, log_std.exp()).log_prob(action)  # tanh_loc=False: the mean as given
+
+
+def diag_gaussian_entropy(log_std):
+    return IndependentNormal(torch.zeros_like(log_std), log_std.exp()).entropy()
+
+
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
-    """TanhNormal(mean, exp(log_std)).log_prob(tanh(u)): the action is inverted back to u by TorchRL."""
+    """TanhNormal(mean, exp(log_std)).log_prob(tanh(u)): TorchRL inverts the action back to u."""
     return TanhNormal(mean, log_std.exp()).log_prob(torch.tanh(pre_tanh))
+
+
+def scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+    """TanhNormal(mean, exp(log_std), low, high).log_prob(a), a = low + (high - low)(tanh(u) + 1)/2."""
+    action = low + (high - low) * (torch.tanh(pre_tanh) + 1) / 2
+    return TanhNormal(mean, log_std.exp(), low=low, high=high).log_prob(action)
+
+
+def _scored_at_preimage(dist, u):
+    """``sample_and_log_prob`` -- the collection-time path that scores the exact pre-tanh draw --
+    with the draw fixed to ``u``."""
+    dist.base_dist.sample = lambda sample_shape=torch.Size(): u
+    return dist.sample_and_log_prob()[1]
+
+
+def _preimage_tanh_gaussian_log_prob(mean, log_std, pre_tanh):
+    return _scored_at_preimage(TanhNormal(mean, log_std.exp()), pre_tanh)
+
+
+def _preimage_scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+    return _scored_at_preimage(TanhNormal(mean, log_std.exp(), low=low, high=high), pre_tanh)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,4 +299,10 @@ vec_gae_without_terminated = _variant(
 gae_module = _variant("The GAE module with its default vectorized=None (runs the loop).", gae=_module_gae(None))
 gae_module_vectorized = _variant("The GAE module with vectorized=True.", gae=_module_gae(True))
 
-VARIANTS = ("vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized")
+tanh_exact_preimage = _variant(
+    "TanhNormal.sample_and_log_prob (scores the stored pre-tanh draw; the draw fixed to u).",
+    tanh_gaussian_log_prob=_preimage_tanh_gaussian_log_prob,
+    scaled_tanh_gaussian_log_prob=_preimage_scaled_tanh_gaussian_log_prob,
+)
+
+VARIANTS = ("tanh_exact_preimage", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized")
