@@ -209,9 +209,10 @@ def unbiased_check(ctx, kind: str):
                  what=f"{kind} per sample at PROBES P7 vs the published values", call=call.code)
 
     def verify(pair):
-        log_p, log_q = pair
-        check_per_sample(ctx, kind, log_p, log_q)
-        check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] over every outcome vs KL(p || q)")
+        estimates, call, a, b = check_per_sample(ctx, kind, *pair)
+        mean, tol = math.fsum(np.exp(a) * estimates), expectation_tolerance(kind, a, b, estimates, call.unit_roundoff)
+        assert_close(mean, kl_divergence(a, b), tol, what=f"E_p[{kind}] over every outcome vs KL(p || q)" + order_note(ctx),
+                     call=call.code, diagnose=lambda v: _diagnose_direction(float(v), tol, a, b))
 
     ctx.property(categorical_pairs(), verify, label="drawn")
 
@@ -246,10 +247,10 @@ def k2_second_order(ctx):
     check_per_sample(ctx, "k2", np.full(4, -1.5), -1.5 + np.array([1e-3, -1e-3, 2.0**-20, 0.0]), what=" near r = 1")
 
     def verify(pair):
-        log_p, log_q = pair
-        check_per_sample(ctx, "k2", log_p, log_q)
-        check_expectation(ctx, "k2", log_p, log_q, lambda a, b: math.fsum(np.exp(a) * 0.5 * (b - a) ** 2),
-                          what="E_p[k2] over every outcome vs sum p (log r)^2 / 2")
+        estimates, call, a, b = check_per_sample(ctx, "k2", *pair)
+        assert_close(math.fsum(np.exp(a) * estimates), math.fsum(np.exp(a) * 0.5 * (b - a) ** 2),
+                     expectation_tolerance("k2", a, b, estimates, call.unit_roundoff),
+                     what="E_p[k2] over every outcome vs sum p (log r)^2 / 2" + order_note(ctx), call=call.code)
 
     ctx.property(categorical_pairs(), verify, label="drawn")
 
@@ -280,7 +281,7 @@ def k3_nonnegative(ctx):
 
     base = np.full(len(NONNEGATIVE_LOG_RATIOS), -2.0)
     verify(base, base + NONNEGATIVE_LOG_RATIOS)
-    verify(base - 0.5, base + NONNEGATIVE_LOG_RATIOS)  # a = b nowhere but where the ratio rounds to 1
+    verify(base - 0.5, base + NONNEGATIVE_LOG_RATIOS)  # the same ratios shifted by 0.5: none is 1
     verify(*p7_logs())
     ctx.property(categorical_pairs(), lambda pair: verify(*pair), label="drawn")
 
@@ -297,13 +298,12 @@ def direction(ctx):
         assert_close([forward, backward], [P7_KL_PQ, P7_KL_QP], [tol_f + PUBLISHED_8, tol_b + PUBLISHED_8],
                      what=f"E[{kind}] both ways at P7 vs the published 0.23321131 and 0.20907355")
 
-    def verify(pair):
-        log_p, log_q = pair
-        for kind in ("k1", "k3"):
-            check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] vs KL(p || q)")
-            check_expectation(ctx, kind, log_q, log_p, kl_divergence, what=f"E_q[{kind}], arguments swapped, vs KL(q || p)")
+    def verify(drawn):
+        (log_p, log_q), kind = drawn
+        check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] vs KL(p || q)")
+        check_expectation(ctx, kind, log_q, log_p, kl_divergence, what=f"E_q[{kind}], arguments swapped, vs KL(q || p)")
 
-    ctx.property(categorical_pairs(), verify, label="drawn")
+    ctx.property(st.tuples(categorical_pairs(), st.sampled_from(["k1", "k3"])), verify, label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,8 +316,8 @@ EXTREME_LOG_RATIOS = np.array([-30.0, -20.5, -11.0, -3.0, 3.0, 11.0, 20.5, 30.0]
 def extreme_log_ratio(ctx):
     """|log r| up to 30 (and log-probabilities near -1000): every kind exact, finite and unclamped."""
 
-    def verify(logp_sampler, logp_other):
-        for kind in KINDS:
+    def verify(logp_sampler, logp_other, kinds=KINDS):
+        for kind in kinds:
             estimates, call, a, b = run_kl(ctx, logp_sampler, logp_other, kind, allow_nonfinite=True)
             bad = ~np.isfinite(estimates)
             if bad.any():
@@ -345,9 +345,9 @@ def extreme_log_ratio(ctx):
         base = draw(st.lists(st.floats(-1000.0, 0.0, width=32), min_size=size, max_size=size), label="logp_sampler")
         log_r = draw(st.lists(st.floats(-30.0, 30.0, width=32), min_size=size, max_size=size), label="log r")
         a = np.array(base)
-        return a, a + np.array(log_r)
+        return a, a + np.array(log_r), (draw(st.sampled_from(KINDS), label="kind"),)
 
-    ctx.property(extremes(), lambda pair: verify(*pair), label="drawn")
+    ctx.property(extremes(), lambda drawn: verify(*drawn), label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
