@@ -25,6 +25,10 @@ What each operation drives (paths in ``site-packages/stable_baselines3``):
   ``normalize_advantages`` runs ``train()`` with ``normalize_advantage=True`` at ratio 1, where
   ``d loss / d logp_i = c A_norm_i`` with ``c = fl(-1/B)`` (the mean's backward), so
   ``A_norm = grad / c`` to one float32 rounding.
+- ``train_ppo``: ``PPO("MlpPolicy", Monitor(env), **TRAIN_PPO).learn(iterations * 128)`` on the suite's
+  gymnasium gridworld: SB3's own ``learn()`` end to end (rollouts, GAE, the clipped update), with a
+  linear policy and critic on the one-hot observation (a table, learning rate 0.1, as the reference
+  trainer uses); the episode returns are the ``Monitor``'s.
 - ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy`` / ``tanh_gaussian_log_prob``: ``DiagGaussianDistribution`` and
   ``SquashedDiagGaussianDistribution.log_prob(tanh(u), gaussian_actions=u)`` (the call SAC makes),
   in float32 as SB3's policies run.
@@ -56,6 +60,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.distributions import DiagGaussianDistribution, SquashedDiagGaussianDistribution
 from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -311,6 +316,26 @@ def normalize_advantages(advantages):
     probe = th.zeros(n, requires_grad=True)
     (-probe.mean()).backward()  # the same backward as train()'s -mean(...): fl(-1/B) per element
     return (leaves["log_prob"].grad.double() / probe.grad.double()).to(th.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# end to end
+
+TRAIN_PPO = {  # SB3's PPO with a linear policy and critic on the one-hot observation: a table, as in the reference
+    "n_steps": 128, "batch_size": 64, "n_epochs": 4, "learning_rate": 0.1, "ent_coef": 0.01,
+    "policy_kwargs": {"net_arch": []},
+}
+
+
+def train_ppo(env, iterations, seed):
+    """``PPO("MlpPolicy", Monitor(env)).learn(iterations * n_steps)``: SB3's own rollouts, GAE and
+    updates on the suite's gymnasium env; the episode returns are what ``Monitor`` recorded."""
+    monitored = Monitor(env)
+    with _library_call():
+        model = PPO("MlpPolicy", monitored, seed=int(seed), device="cpu", **TRAIN_PPO)
+        model.set_logger(_silent_logger())
+        model.learn(total_timesteps=int(iterations) * TRAIN_PPO["n_steps"])
+    return np.asarray(monitored.get_episode_rewards(), dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,13 +19,13 @@ What each operation drives (paths in ``site-packages/sb3_contrib``):
     column by column from ``fvp``; so ``train()``'s surrogate gradient is ``grad`` and its
     Hessian-vector product is ``(F + cg_damping I) v``. The step is read as the parameters of the
     first line-search trial minus ``theta_0``: ``beta s``, as ``train()`` computed it.
-  * ``line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks)``: log pi(theta) has value
-    ``surrogate(theta) - surrogate(x0)`` and gradient ``fullstep``; the KL has value ``kl(theta)``
-    and Hessian ``c I`` with ``c = 2 max_kl / |fullstep|^2`` (``cg_damping`` 0 here), so the
-    step ``train()`` computes is exactly ``fullstep`` and every trial is judged by the suite's
-    ``surrogate`` (through the ratio exp(log pi - log pi_old), monotone in it) and ``kl``. The
-    returned ``x`` is the actor's parameters after ``train()``: the accepted trial, or ``x0``
-    restored.
+  * ``line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks)``: in coordinates
+    ``z`` with ``theta = x0 + scale z`` (``scale = |fullstep| / sqrt(2 max_kl)``), log pi has value
+    ``surrogate(theta) - surrogate(x0)`` and gradient ``fullstep / scale``, and the KL has value
+    ``kl(theta)`` and Hessian ``I`` (``cg_damping`` 0 here), so the step ``train()`` computes is
+    exactly ``fullstep`` (CG's random start cancels in its first iterate) and every trial is judged
+    by the suite's ``surrogate`` (through the ratio exp(log pi - log pi_old), monotone in it) and
+    ``kl``. The returned ``x`` is the parameters after ``train()``: the accepted trial, or ``x0``.
 
 - ``trpo_update(policy, params, actions, advantages, ...)``: one real ``TRPO.train()`` whose actor
   is the suite's ``policy(theta)`` (a torch distribution over the batch) at the parameter vector
@@ -265,9 +265,14 @@ def _suite_train(policy, params, actions, advantages, *, max_kl, cg_iters, max_b
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
-    """TRPO.train() (normalize_advantage=False: the protocol's advantages are the final ones)."""
-    return _suite_train(policy, params, actions, advantages, max_kl=max_kl, cg_iters=cg_iters,
-                        max_backtracks=max_backtracks)
+    """TRPO.train() (normalize_advantage=False: the protocol's advantages are the final ones).
+
+    The rollout buffer stores log pi_old and the advantages as float32, so the result carries
+    float32 rounding (the per-sample ratios at theta_old are exp(log pi - fl32(log pi)), not 1); it
+    is returned as float32 to be judged at that precision."""
+    new = _suite_train(policy, params, actions, advantages, max_kl=max_kl, cg_iters=cg_iters,
+                       max_backtracks=max_backtracks)
+    return new.to(th.float32)
 
 
 def fisher_vector_product(policy, params, v):
@@ -309,18 +314,25 @@ def natural_step(grad, fvp, max_kl, cg_iters):
 
 def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks):
     x0, f = _vector(x0), _vector(fullstep)
-    norm2 = float(f @ f)
-    c = 2.0 * float(max_kl) / norm2 if norm2 > 0 else 1.0  # KL curvature that makes train()'s step = fullstep
+    # train() runs in coordinates z with theta = x0 + scale z, scaled so that |fullstep in z|^2 =
+    # 2 max_kl: then the KL curvature that makes train()'s step equal fullstep is exactly 1, the
+    # Hessian-vector product is the vector itself, and CG's first iterate cancels its random start
+    # exactly (x = x0 + (g - x0)), so directions fullstep does not move in stay exactly at x0.
+    norm = float(f.norm())
+    scale = norm / (2.0 * float(max_kl)) ** 0.5 if norm > 0 else 1.0
+    g = f / scale  # fullstep in z
     base = float(surrogate(x0.numpy().copy()))
+    at = lambda z: x0 + scale * z
 
-    def script(theta):
-        at = theta.detach()
-        value = float(surrogate(at.numpy().copy())) - base
-        log_prob = th.tensor(value, dtype=th.float64) + (theta - at) @ f
-        quadratic = lambda t: 0.5 * c * ((t - x0) @ (t - x0))
-        divergence = th.tensor(float(kl(at.numpy().copy())), dtype=th.float64) + quadratic(theta) - quadratic(at)
+    def script(z):
+        here = z.detach()
+        theta = at(here).numpy().copy()
+        log_prob = th.tensor(float(surrogate(theta)) - base, dtype=th.float64) + (z - here) @ g
+        quadratic = lambda w: 0.5 * (w @ w)
+        divergence = th.tensor(float(kl(theta)), dtype=th.float64) + quadratic(z) - quadratic(here)
         return log_prob, divergence
 
-    policy = _train(x0, script, max_kl=max_kl, cg_iters=10, damping=0.0,
+    policy = _train(th.zeros_like(x0), script, max_kl=max_kl, cg_iters=10, damping=0.0,
                     backtrack=RLSPEC_CONVENTIONS["backtrack_factor"], max_iter=max_backtracks)
-    return policy.theta.detach().numpy().copy()
+    z = policy.theta.detach()
+    return x0.numpy().copy() if not z.any() else at(z).numpy()

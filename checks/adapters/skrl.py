@@ -435,6 +435,7 @@ def _trpo_update(theta0, script, *, max_kl, cg_iters, damping, max_backtracks, a
         agent.enable_training_mode(True)
         no = torch.zeros(1, 1, dtype=torch.bool)
         _step(agent, 0 * one, 0 * one, 0 * one, no, no, 0, 1)
+        value.collecting = False  # the critic's update after the policy's needs a graph
         del seen[:]  # the collection step's evaluation
         trpo_gae = skrl_trpo_module.compute_gae
         skrl_trpo_module.compute_gae = lambda **_: (0 * one.reshape(1, 1, 1), one.reshape(1, 1, 1))
@@ -497,6 +498,7 @@ def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backt
         agent.memory.add_samples(observations=index, actions=torch.zeros(n, 1), rewards=torch.zeros(n, 1),
                                  terminated=no, truncated=no, log_prob=logp_old.reshape(n, 1), values=torch.zeros(n, 1))
         agent._current_next_observations = index  # what record_transition leaves for update()'s last values
+        value.collecting = False  # the critic's update after the policy's needs a graph
         given = _float32(advantages).detach().reshape(1, n, 1)
         trpo_gae = skrl_trpo_module.compute_gae
         skrl_trpo_module.compute_gae = lambda **_: (torch.zeros_like(given), given)
@@ -504,7 +506,7 @@ def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backt
             agent.update(timestep=0, timesteps=1)
         finally:
             skrl_trpo_module.compute_gae = trpo_gae
-    return model.theta.detach().clone()
+    return model.theta.detach().to(torch.float32)  # the memory holds log pi_old as float32: judge at that precision
 
 
 def fisher_vector_product(policy, params, v):

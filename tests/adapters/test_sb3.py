@@ -36,9 +36,18 @@ EXPECTED = {
     )},
     # clip_range_vf uses the clipped prediction alone (declared in sb3.xfail)
     "PPO-VALUE-LOSS-CLIPPED": "xfail",
+    **{clause: "pass" for clause in (
+        "GAUSS-DIAG-LOG-PROB-CLOSED-FORM", "GAUSS-DIAG-LOG-PROB-SUM-OVER-DIMS", "GAUSS-LOG-PROB-UNCLIPPED-ACTION",
+        "GAUSS-ENTROPY", "GRID-GAE-EXPECTATION-EXACT-CRITIC", "GRID-GAE-EXPECTATION-CLOSED-FORM",
+        "GRID-GAE-LAMBDA-ONE-CRITIC-CANCELS", "GRID-PERFORMANCE-DIFFERENCE", "GRID-TRAIN-PPO-IMPROVES",
+    )},
+    # SquashedDiagGaussianDistribution's Jacobian log(1 - tanh(u)^2 + 1e-6): biased, saturates (bugs-found #5)
+    **{clause: "fail" for clause in (
+        "TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-DENSITY-INTEGRATES-TO-ONE", "TANH-STABLE-AT-SATURATION",
+    )},
 }
 PROVIDED = {"gae", "ppo_clip_loss", "ppo_value_loss", "normalize_advantages", "ppo_entropy_loss",
-            "diag_gaussian_log_prob", "diag_gaussian_entropy", "tanh_gaussian_log_prob"}
+            "diag_gaussian_log_prob", "diag_gaussian_entropy", "tanh_gaussian_log_prob", "train_ppo"}
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,13 @@ EXPECTED = {
     )},
     "PPO-VALUE-LOSS-CLIPPED": "xfail",  # value_clip uses the clipped prediction alone (skrl.xfail)
     "PPO-ADVANTAGE-NORMALISATION-DEGENERATE": "fail",  # compute_gae: std of one element is NaN
+    **{clause: "pass" for clause in (
+        "GAUSS-DIAG-LOG-PROB-CLOSED-FORM", "GAUSS-DIAG-LOG-PROB-SUM-OVER-DIMS", "GAUSS-LOG-PROB-UNCLIPPED-ACTION",
+        "GAUSS-ENTROPY", "TRPO-CG-SOLVES-SPD", "TRPO-NATURAL-STEP-DIRECTION", "TRPO-NATURAL-STEP-KL-BUDGET",
+        "TRPO-NATURAL-STEP-INVARIANCE", "TRPO-LINE-SEARCH-RULE", "TRPO-LINE-SEARCH-RESTORES-ON-FAILURE",
+    )},
+    # skrl's TRPO takes Gaussian policies only: the clauses' categorical cases raise KeyError (skrl.xfail)
+    **{clause: "xfail" for clause in ("TRPO-FVP-EQUALS-FISHER", "TRPO-LINE-SEARCH-KL-DIRECTION", "TRPO-UPDATE-TRUST-REGION")},
     # the gridworld feeds every path up to the time limit H, truncated there: ignored by skrl's default
     **{clause: "fail" for clause in (
         "GRID-GAE-EXPECTATION-EXACT-CRITIC", "GRID-GAE-EXPECTATION-CLOSED-FORM", "GRID-GAE-LAMBDA-ONE-CRITIC-CANCELS",
@@ -189,7 +196,7 @@ def test_trpo_update_is_for_gaussian_policies_only():
     assert torch.allclose(skrl.fisher_vector_product(gaussian, params, v),
                           ref.fisher_vector_product(gaussian, params, v, damping=0.1), atol=1e-12)
     expected = ref.trpo_update(gaussian, params, actions, advantages, 0.01, 10, 10, damping=0.1)
-    assert torch.allclose(skrl.trpo_update(gaussian, params, actions, advantages, 0.01, 10, 10), expected, atol=1e-6)
+    assert torch.allclose(skrl.trpo_update(gaussian, params, actions, advantages, 0.01, 10, 10).double(), expected, atol=1e-6)
     categorical = ref.linear_categorical(features, 3)
     theta = torch.zeros(categorical.n_params, dtype=torch.float64)
     with pytest.raises(KeyError, match="mean_actions"):
