@@ -84,12 +84,6 @@ OPERATIONS: dict[str, Operation] = {
             "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
             "(scalars; factor and threshold are declared conventions)",
         ),
-        Operation(
-            "kl_coefficient_update",
-            "(beta, kl, target) -> beta",
-            "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
-            "(scalars; factor and threshold are declared conventions)",
-        ),
         Operation("conjugate_gradient", "(matvec, b, iters, tol) -> x", "solves A x = b for SPD A"),
         Operation("natural_step", "(grad, fvp, max_kl, cg_iters) -> step", "step ~ F^-1 g with 0.5 step' F step = max_kl"),
         Operation(
@@ -97,11 +91,35 @@ OPERATIONS: dict[str, Operation] = {
             "(surrogate, kl, x0, fullstep, max_kl, max_backtracks) -> x",
             "first x0 + 0.5^k fullstep with surrogate(x) > surrogate(x0) and kl(x) <= max_kl, else x0",
         ),
+        Operation(
+            "fisher_vector_product",
+            "(policy, params, v) -> Fv",
+            "torch: (F + damping I) v with F the Hessian at theta = params of mean_b KL(policy(params)_b || "
+            "policy(theta)_b), the Fisher matrix; policy(theta) -> torch Distribution with batch shape (B,); params, "
+            "v (P,); damping a declared convention (default 0)",
+        ),
+        Operation(
+            "trpo_update",
+            "(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks) -> params",
+            "torch: one TRPO step from params with pi_old = policy(params): natural_step on the gradient of "
+            "L(theta) = mean_b exp(log pi_theta(a_b) - log pi_old(a_b)) A_b with the Fisher of the mean KL, then the "
+            "line_search rule with kl = mean_b KL(pi_old || pi_theta); returns the new params (P,)",
+        ),
         Operation("diag_gaussian_log_prob", "(mean, log_std, action) -> log_prob", "(B, D) -> (B,), sum over dims"),
+        Operation(
+            "diag_gaussian_entropy",
+            "(log_std) -> entropy",
+            "(B, D) -> (B,): entropy of the diagonal Gaussian, sum over dims of 1/2 log(2 pi e) + log_std",
+        ),
         Operation(
             "tanh_gaussian_log_prob",
             "(mean, log_std, pre_tanh) -> log_prob",
             "(B, D) -> (B,): log-density of a = tanh(u) at u = pre_tanh, Jacobian included",
+        ),
+        Operation(
+            "scaled_tanh_gaussian_log_prob",
+            "(mean, log_std, pre_tanh, low, high) -> log_prob",
+            "(B, D) -> (B,): log-density of a = low + (high - low)(tanh(u) + 1)/2 at u = pre_tanh; low < high (D,)",
         ),
         Operation("train_ppo", "(env, iterations, seed) -> episode returns", "end-to-end trainer on the gridworld"),
     ]

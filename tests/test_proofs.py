@@ -8,6 +8,7 @@ import sympy as sp
 
 from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae
 from rlspec.spec.proofs.core import ProofResult, combine, identity
+from rlspec.spec.proofs import gaussian, trpo
 
 
 @pytest.mark.parametrize("proof_id", sorted(PROOFS))
@@ -57,6 +58,20 @@ WRONG = {
     "kl.k1_k3_unbiased": dict(k3=lambda x: sp.exp(-x) - 1 + x),
     # k2 without its factor 1/2
     "kl.k2_second_order": dict(k2=lambda x: x**2),
+    # TRPO: the step size without the factor 2 of the quadratic model, sqrt(delta / g'F^-1 g)
+    "trpo.step_size_meets_budget": dict(step=lambda g, F, delta: trpo.natural_step_formula(g, F, delta / 2)),
+    # the categorical Fisher without its -p p' term
+    "trpo.kl_second_order_is_fisher": dict(fisher=lambda p: sp.diag(*p)),
+    # a plain gradient step: the identity in place of F^-1
+    "trpo.natural_direction_invariance": dict(direction=lambda g, F: g),
+    # Gaussian: the per-dimension log-densities averaged instead of summed
+    "gaussian.diag_log_density_sum": dict(log_density=lambda a, m, s: gaussian.diag_log_density_closed_form(a, m, s) / len(a)),
+    # the entropy with sigma in place of sigma^2
+    "gaussian.entropy": dict(entropy_formula=lambda s: sum(sp.log(2 * sp.pi * sp.E * sd) / 2 for sd in s)),
+    # tanh squashing without the Jacobian
+    "gaussian.tanh_change_of_variables": dict(jacobian=lambda u: 1),
+    # the epsilon form log(1 - tanh(u)^2 + 1e-6) (SB3, CleanRL)
+    "gaussian.tanh_stable_form": dict(stable=lambda u: sp.log(1 - sp.tanh(u) ** 2 + sp.Rational(1, 10**6))),
 }
 
 

@@ -1,0 +1,1071 @@
+"""Checks for the natural-gradient / TRPO chapter (``spec/clauses/50_trpo.toml``).
+
+Every check starts from fixed known-answer inputs (the same on every seed), then searches drawn
+ones. Expected numbers come from formulas evaluated by the suite in float64 (a dense solve of
+the Fisher system, the Fisher built from autograd Jacobians of log-probabilities, the line-search
+rule applied to the suite's own surrogate and KL), never from the reference implementation.
+
+The callables a candidate receives (``matvec``, ``fvp``, ``surrogate``, ``kl``, ``policy``) are built
+here: they accept the candidate's array kind (numpy or torch) in any float dtype and answer in the
+same kind and dtype, computing in float64 underneath. They record every argument, so a failure can
+say which trials a line search evaluated.
+
+Declared conventions (a candidate's ``RLSPEC_CONVENTIONS``), each checked exactly:
+
+* ``damping`` (default 0): ``fisher_vector_product`` returns ``(F + damping I) v`` and ``natural_step``
+  / ``trpo_update`` solve and normalise with ``F + damping I`` (Tianshou and sb3-contrib: 0.1), so
+  ``1/2 step'(F + damping I) step = max_kl`` and the undamped quadratic KL is smaller;
+* ``backtrack_factor`` (default 0.5): the line search tries ``x0 + backtrack_factor^k fullstep``
+  (Tianshou and sb3-contrib: 0.8);
+* ``line_search_kl``: ``"strict"`` (``kl < max_kl``) or the default ``kl <= max_kl``; the checks keep every
+  trial's KL away from max_kl, so both pass.
+
+Not conventions: a line search that tests KL(new || old) (sb3-contrib) constrains a different
+divergence and can accept steps outside the TRPO trust region; a fixed-size natural step
+(Tianshou's NPG) ignores the KL budget. Both fail the clause they break.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from rlspec.checks.assertions import ClauseFailure, assert_close, matches, mismatch_table
+from rlspec.checks.registry import check
+
+# ---------------------------------------------------------------------------------------------
+# declared conventions
+
+
+def damping(ctx) -> float:
+    value = ctx.candidate.conventions.get("damping", 0.0)
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) < math.inf:
+        raise ClauseFailure(f"RLSPEC_CONVENTIONS['damping'] = {value!r}: expected a number >= 0 (0.1 in Tianshou and sb3-contrib)")
+    return float(value)
+
+
+def backtrack_factor(ctx) -> float:
+    value = ctx.candidate.conventions.get("backtrack_factor", 0.5)
+    if not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+        raise ClauseFailure(f"RLSPEC_CONVENTIONS['backtrack_factor'] = {value!r}: expected a number in (0, 1)")
+    return float(value)
+
+
+def cg_stop(ctx) -> float:
+    """``natural_step_cg_tol``: the r'r below which the candidate's CG inside natural_step / trpo_update stops
+    (libraries: 1e-10); the step is then only as accurate as |r| <= sqrt(tol) allows. Default 0."""
+    value = ctx.candidate.conventions.get("natural_step_cg_tol", 0.0)
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) < math.inf:
+        raise ClauseFailure(f"RLSPEC_CONVENTIONS['natural_step_cg_tol'] = {value!r}: expected a number >= 0 (an r'r threshold)")
+    return float(value)
+
+
+def declared(ctx) -> str:
+    """The conventions in force, for messages."""
+    return f"damping {damping(ctx):g}, backtrack factor {backtrack_factor(ctx):g}"
+
+
+def examples(ctx, *, costly: bool = False) -> int:
+    """Drawn examples per property. The known answers (run first, on every seed) are what catch the
+    chapter's mutants; the drawn examples add breadth. At ``quick`` the chapter's share of a pre-commit
+    run (about a second for both chapters) leaves 3 per property (2 for trpo_update, whose reference
+    runs a CG of double-backward products and whose oracle takes Jacobians); other profiles get their
+    full count (a third for trpo_update)."""
+    if ctx.profile.name == "quick":
+        return 2 if costly else 3
+    return max(4, ctx.profile.max_examples // 3) if costly else ctx.profile.max_examples
+
+
+# ---------------------------------------------------------------------------------------------
+# the callables handed to the candidate
+
+
+def as_float64(value) -> np.ndarray:
+    if hasattr(value, "detach"):  # torch
+        value = value.detach().cpu().numpy()
+    return np.array(value, dtype=np.float64)
+
+
+def like(value, template):
+    """``value`` (float64) in the array kind and float dtype of ``template`` (numpy scalar for a scalar)."""
+    if hasattr(template, "detach"):
+        import torch
+
+        return torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=template.dtype, device=template.device)
+    dtype = getattr(template, "dtype", np.float64)
+    dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64
+    out = np.asarray(value, dtype=dtype)
+    return out if out.ndim else out[()]
+
+
+class SuiteFunction:
+    """A function of one vector that the suite hands the candidate; records what it was called with."""
+
+    def __init__(self, function, text: str):
+        self.function, self.text, self.calls = function, text, []
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __call__(self, x):
+        values = as_float64(x)
+        self.calls.append(values.copy())
+        return like(self.function(values), x)
+
+
+def array_text(a: np.ndarray) -> str:
+    return f"np.array({np.asarray(a).tolist()!r})" if np.asarray(a).size <= 64 else f"<array shape={np.shape(a)}>"
+
+
+def matvec(A: np.ndarray, name: str = "A") -> SuiteFunction:
+    n = A.shape[0]
+    return SuiteFunction(lambda v: (A @ v.reshape(n, -1)).reshape(v.shape), f"lambda v: {name} @ v  # {name} = {array_text(A)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# SPD systems
+
+
+def rotation(n: int) -> np.ndarray:
+    """A fixed orthogonal matrix: the Householder reflection of w = (1, 2, ..., n)."""
+    w = np.arange(1.0, n + 1.0)
+    return np.eye(n) - 2.0 * np.outer(w, w) / (w @ w)
+
+
+def with_spectrum(eigenvalues, Q=None) -> np.ndarray:
+    eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
+    Q = rotation(len(eigenvalues)) if Q is None else Q
+    A = (Q * eigenvalues) @ Q.T
+    return (A + A.T) / 2
+
+
+@st.composite
+def spd_matrices(draw, *, n=st.integers(1, 8), max_condition: float = 1e6, scale=(-2.0, 2.0)):
+    """Symmetric positive definite matrices with condition number up to ``max_condition``: the extreme
+    eigenvalues s and s kappa, the others log-uniform between, in a drawn orthonormal basis."""
+    size = draw(n, label="n")
+    log_kappa = draw(st.floats(0.0, math.log10(max_condition)), label="log10 condition")
+    fractions = draw(hnp.arrays(np.float64, size, elements=st.floats(0.0, 1.0)), label="eigenvalue positions")
+    eigenvalues = 10.0 ** (log_kappa * fractions)
+    eigenvalues[0] = 1.0
+    if size > 1:
+        eigenvalues[-1] = 10.0**log_kappa
+    s = 10.0 ** draw(st.floats(*scale), label="log10 scale")
+    basis = draw(hnp.arrays(np.float64, (size, size), elements=st.floats(-1.0, 1.0)), label="basis")
+    Q, _ = np.linalg.qr(basis + np.eye(size) * 1e-3)
+    return with_spectrum(s * eigenvalues, Q)
+
+
+def reals(low: float, high: float):
+    """Floats in [low, high] with magnitudes below 1e-6 flushed to 0: a float32 run rounds its inputs, and a
+    value that underflows there (or runs into subnormals) tests the dtype, not the clause."""
+    return st.floats(low, high, allow_subnormal=False).map(lambda x: 0.0 if abs(x) < 1e-6 else x)
+
+
+def vectors(n: int, *, max_abs: float = 10.0, min_norm: float = 1e-3):
+    return hnp.arrays(np.float64, n, elements=reals(-max_abs, max_abs)).filter(lambda v: np.linalg.norm(v) >= min_norm)
+
+
+def condition(A: np.ndarray) -> tuple[float, float, float]:
+    """(lambda_min, lambda_max, kappa) of a symmetric positive definite matrix."""
+    eigenvalues = np.linalg.eigvalsh(A)
+    return float(eigenvalues[0]), float(eigenvalues[-1]), float(eigenvalues[-1] / eigenvalues[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# tolerances
+#
+# CG. In exact arithmetic CG solves an n x n SPD system in n steps. In floating point (Greenbaum 1989;
+# Greenbaum, "Iterative methods for solving linear systems", 1997, §7.3) the computed iterate x_k
+# reaches the attainable accuracy ||b - A x_k|| <= c k u (||A|| max_j ||x_j|| + ||b||), and from x_0 = 0
+# the iterates' norms grow monotonically (Hestenes & Stiefel 1952, Thm 6:3), so max_j ||x_j|| = ||x_k||.
+# Lost orthogonality delays convergence: on condition numbers up to 1e6 the n-th iterate can still be
+# far off (relative residual above 1e2 was measured at n = 4), so the clause gives k = 3n steps; on
+# 40000 drawn systems (n <= 10, every spectrum shape of ``spd_matrices`` and clustered ones) the
+# worst backward error after 3n steps was 0.21 k u. The bound takes c = 2.
+CG_STEPS_PER_DIM = 3
+CG_TOL = 1e-300  # the candidate's stopping threshold on r'r: only a residual that is exactly 0 stops it early
+
+
+def cg_residual_bound(A, x, b, iters: int, u: float) -> float:
+    return 2.0 * iters * u * (np.linalg.norm(A, 2) * np.linalg.norm(x) + np.linalg.norm(b))
+
+
+# Natural step. Write P = F + damping I (lambda_min, lambda_max, kappa = cond(P)), x* = P^-1 g, and let
+# the candidate return Delta = beta x with x its CG solution after k = 3n steps. From the CG bound,
+# the true residual r = g - P x has ||r|| <= 2 k u (||P|| ||x|| + ||g||) <= 4 k u kappa ||g|| (as
+# ||P|| ||x|| <= kappa ||g|| up to the same small error); a candidate whose CG stops once r'r < tol
+# (the declared natural_step_cg_tol) adds sqrt(tol). Call rho = ||r|| / ||g|| <= 4 k u kappa + sqrt(tol)/||g||.
+# In the P-norm
+#   ||x - x*||_P = ||r||_{P^-1} <= ||r|| / sqrt(lambda_min),  ||x*||_P >= ||g|| / sqrt(lambda_max),
+# so the direction error (sine of the P-angle) is at most  eps_dir = sqrt(kappa) rho.
+# Budget: q = 1/2 Delta'P Delta. If beta is normalised with x'P x (the fvp of x), q = max_kl up to the
+# roundings of the normaliser, (2n + 8) u sqrt(n) kappa (|x|'|P||x| <= sqrt(n) ||P|| ||x||^2 <= sqrt(n)
+# kappa x'P x); if it is normalised with g'x, q = max_kl (1 - x'r / g'x) and |x'r| / g'x <= ||x|| ||r|| /
+# (x'P x - |x'r|) <= 2 kappa rho (first order, doubled). The bound on |q / max_kl - 1| is the sum:
+#   eps_kl = 2 kappa rho + (2n + 8) u sqrt(n) kappa.
+# The suite evaluates q in float64: add (2n + 4) u64 sqrt(n) kappa. Inputs rounded to float32 are
+# rounded before the suite computes x*, so they need no term.
+
+
+def natural_step_errors(P, u: float, g_norm: float = 1.0, stop: float = 0.0) -> tuple[float, float]:
+    """(eps_dir, eps_kl) for the system P and a gradient of norm ``g_norm`` (see the derivation above)."""
+    n = P.shape[0]
+    _, _, kappa = condition(P)
+    k = CG_STEPS_PER_DIM * n
+    rho = 4.0 * k * u * kappa + math.sqrt(stop) / max(g_norm, 1e-300)
+    eps_dir = math.sqrt(kappa) * rho
+    u64 = 2.0**-53
+    eps_kl = 2.0 * kappa * rho + (2 * n + 8) * u * math.sqrt(n) * kappa + (2 * n + 4) * u64 * math.sqrt(n) * kappa
+    return eps_dir, eps_kl
+
+
+# ---------------------------------------------------------------------------------------------
+# conjugate gradient
+
+CG_KNOWN = [
+    # x = (1/11, 7/11); kappa = 1.94. Steepest descent (no conjugation) is still 1e-3 off after 6 steps.
+    (np.array([[4.0, 1.0], [1.0, 3.0]]), np.array([1.0, 2.0])),
+    # kappa = 1e6 in a rotated basis: the clause's worst conditioning.
+    (with_spectrum([1.0, 1e6]), np.array([1.0, 1.0])),
+    # five eigenvalues over six decades, rotated; b not aligned with any eigenvector.
+    (with_spectrum([1.0, 10.0, 1e2, 1e4, 1e6]), np.array([1.0, -2.0, 3.0, -4.0, 5.0])),
+]
+
+
+def solve_with_cg(ctx, A, b):
+    n = len(b)
+    iters = CG_STEPS_PER_DIM * n
+    call = ctx.call("conjugate_gradient", {"matvec": matvec(A), "b": b, "iters": iters, "tol": CG_TOL},
+                    dtype=np.float64, shape=(n,))
+    return call.outputs[0], call, iters
+
+
+@check("TRPO-CG-SOLVES-SPD")
+def cg_solves_spd(ctx):
+    """CG reaches backward error 2 k u (||A|| ||x|| + ||b||) within k = 3n steps, condition numbers to 1e6, float64."""
+
+    def verify(A, b):
+        x, call, iters = solve_with_cg(ctx, A, b)
+        residual = A @ x - b
+        bound = cg_residual_bound(A, x, b, iters, call.unit_roundoff)
+        exact = np.linalg.solve(A, b)
+        _, _, kappa = condition(A)
+        assert_close(
+            residual, np.zeros_like(b), bound,
+            what=f"A x - b after iters = {iters} (n = {len(b)}, condition number {kappa:.3g}; x[0] = {x[0]:.10g}, exact {exact[0]:.10g})",
+            call=call.code,
+            cause="CG does not converge: the search directions are not A-conjugate (beta = r_new'r_new / r'r missing or "
+                  "computed from a stale r'r), or the residual is updated with the wrong sign",
+        )
+
+    for A, b in CG_KNOWN:
+        verify(A, b)
+
+    @st.composite
+    def systems(draw):
+        A = draw(spd_matrices())
+        return A, draw(vectors(A.shape[0]), label="b")
+
+    ctx.property(systems(), lambda s: verify(*s), label="drawn", max_examples=examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fisher-vector product
+
+
+class Policy:
+    """A small policy handed to the candidate: ``policy(theta)`` -> torch Distribution, batch (B,)."""
+
+    def __init__(self, kind: str, features: np.ndarray, size: int):
+        from rlspec.reference import trpo as ref
+
+        self.kind, self.features, self.size = kind, np.asarray(features, dtype=np.float64), size
+        build = ref.linear_categorical if kind == "categorical" else ref.linear_diag_gaussian
+        self._policy = build(self.features, size)
+        self.n_params = self._policy.n_params
+        self.batch = self.features.shape[0]
+        self.fisher_cache: dict = {}  # theta bytes -> (F, |F|): the strategy and the oracle both need it
+        self.jacobian_cache: dict = {}  # theta bytes -> (B, K, P) log-probability Jacobian (categorical)
+
+    def __call__(self, theta):
+        return self._policy(theta)
+
+    def rounded(self, dtype) -> "Policy":
+        """The same policy with features representable in ``dtype`` (the candidate casts them to it)."""
+        features = self.features.astype(dtype).astype(np.float64)
+        return self if np.array_equal(features, self.features) else Policy(self.kind, features, self.size)
+
+    def __repr__(self) -> str:
+        build = "linear_categorical" if self.kind == "categorical" else "linear_diag_gaussian"
+        return f"rlspec.reference.trpo.{build}({array_text(self.features)}, {self.size})"
+
+
+def exact_fisher(policy: Policy, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(F, |F|): the Fisher matrix mean_b E_a[grad log pi grad log pi'] from autograd Jacobians, and the
+    same sum over absolute values (the magnitude rounding errors scale with)."""
+    import torch
+    from torch.autograd.functional import jacobian
+
+    key = np.asarray(theta, dtype=np.float64).tobytes()
+    if key in policy.fisher_cache:
+        return policy.fisher_cache[key]
+    t = torch.tensor(theta, dtype=torch.float64)
+    B = policy.batch
+    if policy.kind == "categorical":
+        J = jacobian(lambda w: policy(w).logits, t)  # (B, K, P): Jacobians of the log-probabilities
+        policy.jacobian_cache[key] = J.numpy()
+        p = policy(t).probs.detach()  # (B, K)
+        F = torch.einsum("bk,bkp,bkq->pq", p, J, J) / B
+        Jz = (J - J[:, -1:, :]).abs()  # Jacobians of the raw logits (the last one is pinned at 0)
+        mean_abs = torch.einsum("bk,bkp->bp", p, Jz)
+        magnitude = (torch.einsum("bk,bkp,bkq->pq", p, Jz, Jz) + torch.einsum("bp,bq->pq", mean_abs, mean_abs)) / B
+    else:
+        Jm = jacobian(lambda w: policy(w).base_dist.loc, t)  # (B, D, P)
+        Js = jacobian(lambda w: policy(w).base_dist.scale.log(), t)  # (B, D, P)
+        precision = policy(t).base_dist.scale.detach() ** -2  # (B, D)
+        F = (torch.einsum("bd,bdp,bdq->pq", precision, Jm, Jm) + 2 * torch.einsum("bdp,bdq->pq", Js, Js)) / B
+        magnitude = (torch.einsum("bd,bdp,bdq->pq", precision, Jm.abs(), Jm.abs())
+                     + 2 * torch.einsum("bdp,bdq->pq", Js.abs(), Js.abs())) / B
+    policy.fisher_cache[key] = F.numpy(), magnitude.numpy()
+    return policy.fisher_cache[key]
+
+
+# Tolerance. The candidate differentiates the mean KL twice; for a policy linear in theta the Hessian
+# is J'(diag p - p p')J (Gaussian: J_mu' diag(1/sigma^2) J_mu + 2 J_s'J_s), evaluated through chains of
+# at most P (J v) + 2K (the two contractions over actions) + B (the batch mean) + 16 (softmax/exp/log,
+# the two backward passes, the damping term) roundings on terms bounded by |J|'(diag p + p p')|J||v|;
+# rounding float64 features to the candidate's dtype adds 4 u on the same terms. The suite's oracle is
+# as accurate again: factor 2.
+
+
+def fvp_tolerance(policy: Policy, magnitude, v, damp: float, u: float) -> np.ndarray:
+    K = policy.size + 1
+    c = policy.n_params + 2 * K + policy.batch + 20
+    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + 1e-300
+
+
+FVP_KNOWN = [
+    # three states, two features, three actions: P = 4
+    (Policy("categorical", [[1.0, 0.5], [-0.5, 1.0], [0.25, -1.0]], 3), np.array([0.3, -0.2, 0.5, 0.1]),
+     np.array([1.0, -1.0, 0.5, 2.0])),
+    # two states, two features, two action dimensions: P = 6 (four mean weights, two log-stds)
+    (Policy("gaussian", [[1.0, -0.5], [0.5, 2.0]], 2), np.array([0.2, -0.1, 0.4, 0.3, -0.5, 0.25]),
+     np.array([1.0, 0.5, -1.0, 2.0, 1.0, -0.5])),
+]
+
+
+@check("TRPO-FVP-EQUALS-FISHER")
+def fvp_equals_fisher(ctx):
+    """fisher_vector_product(policy, params, v) = (F + damping I) v, F from autograd Jacobians of log pi."""
+    damp = damping(ctx)
+
+    def verify(policy, theta, v):
+        policy = policy.rounded(ctx.dtype)
+        theta = theta.astype(ctx.dtype).astype(np.float64)
+        v = v.astype(ctx.dtype).astype(np.float64)
+        call = ctx.call("fisher_vector_product", {"policy": policy, "params": theta, "v": v}, array="torch",
+                        shape=(policy.n_params,))
+        F, magnitude = exact_fisher(policy, theta)
+        expected = F @ v + damp * v
+        tol = fvp_tolerance(policy, magnitude, v, damp, call.unit_roundoff)
+        out = call.outputs[0]
+
+        def diagnose(actual):
+            if matches(actual, damp * v, tol):
+                return ("the product is damping * v alone: the KL was built as KL(pi_theta || pi_theta) with neither side "
+                        "detached, which is identically 0, so its Hessian is 0 (research bugs.md E4)")
+            if policy.batch > 1 and matches(actual, policy.batch * F @ v + damp * v, policy.batch * tol):
+                return f"the product is {policy.batch} x F v: the KL is summed over the batch instead of averaged"
+            if damp == 0 and np.any(v) and matches(actual - F @ v, (actual - F @ v)[np.argmax(np.abs(v))] / v[np.argmax(np.abs(v))] * v, tol):
+                extra = (actual - F @ v)[np.argmax(np.abs(v))] / v[np.argmax(np.abs(v))]
+                return f"the product is (F + {extra:.3g} I) v: undeclared damping (declare RLSPEC_CONVENTIONS['damping'] = {extra:.3g})"
+            return ""
+
+        assert_close(out, expected, tol, what=f"fisher_vector_product vs (F + {damp:g} I) v, F = mean_b E_a[score score']",
+                     call=call.code, diagnose=diagnose)
+
+    for policy, theta, v in FVP_KNOWN:
+        verify(policy, theta, v)
+
+    @st.composite
+    def cases(draw):
+        kind = draw(st.sampled_from(["categorical", "gaussian"]), label="family")
+        B, m = draw(st.integers(1, 4), label="B"), draw(st.integers(1, 3), label="m")
+        size = draw(st.integers(2, 4) if kind == "categorical" else st.integers(1, 3), label="actions / dims")
+        features = draw(hnp.arrays(np.float64, (B, m), elements=reals(-2.0, 2.0)), label="features")
+        policy = Policy(kind, features, size)
+        theta = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-1.5, 1.5)), label="params")
+        v = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-2.0, 2.0)), label="v")
+        return policy, theta, v
+
+    ctx.property(cases(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# natural step
+
+
+def run_natural_step(ctx, F, g, max_kl):
+    n = len(g)
+    g = g.astype(ctx.dtype).astype(np.float64)
+    fvp = matvec(F, "F")
+    call = ctx.call("natural_step", {"grad": g, "fvp": fvp, "max_kl": max_kl, "cg_iters": CG_STEPS_PER_DIM * n},
+                    shape=(n,))
+    return call.outputs[0], g, call
+
+
+# E4's smallest input (research bugs.md): F = diag(1, 100), g = (1, 1), max_kl = 0.01. The natural step
+# is (0.1407, 0.0014); a plain-gradient step scaled to the budget is (0.0199, 0.0199) (undamped).
+STEP_KNOWN = [
+    (np.diag([1.0, 100.0]), np.array([1.0, 1.0]), 0.01),
+    (with_spectrum([0.5, 3.0, 40.0]), np.array([1.0, -0.5, 2.0]), 0.05),
+    (np.array([[2.0, 0.9], [0.9, 1.0]]), np.array([-1.0, 0.25]), 1.0),
+]
+
+
+def damped(F, damp):
+    return F + damp * np.eye(F.shape[0])
+
+
+@st.composite
+def step_problems(draw, max_condition: float = 100.0):
+    F = draw(spd_matrices(n=st.integers(1, 6), max_condition=max_condition, scale=(-1.0, 1.0)))
+    g = draw(vectors(F.shape[0], max_abs=5.0, min_norm=1e-2), label="grad")
+    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
+    return F, g, max_kl
+
+
+@check("TRPO-NATURAL-STEP-DIRECTION")
+def natural_step_direction(ctx):
+    """The step is a positive multiple of (F + damping I)^-1 g (the P-angle to it within the CG bound)."""
+    damp = damping(ctx)
+
+    def verify(F, g, max_kl):
+        step, g, call = run_natural_step(ctx, F, g, max_kl)
+        P = damped(F, damp)
+        x = np.linalg.solve(P, g)
+        lam_min, _, _ = condition(P)
+        eps_dir, _ = natural_step_errors(P, call.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
+        along = (step @ P @ x) / (x @ P @ x)
+        parallel = along * x
+        size = math.sqrt(max(step @ P @ step, 0.0))
+        tol = eps_dir * size / math.sqrt(lam_min) + 1e-300
+        if step @ g <= 0:
+            raise ClauseFailure(
+                f"natural_step: the step does not ascend the surrogate (g'step = {step @ g:.6g} <= 0); expected a positive "
+                f"multiple of (F + {damp:g} I)^-1 g, e.g. {np.round(math.sqrt(2 * max_kl / (g @ x)) * x, 10).tolist()}",
+                table=mismatch_table("index", [(i, e, a, abs(e - a), 0.0) for i, (e, a) in
+                                               enumerate(zip(math.sqrt(2 * max_kl / (g @ x)) * x, step))]),
+                call=call.code,
+                cause="the step is -F^-1 g: the sign of the gradient is flipped (the loss's gradient used where the "
+                      "surrogate's was meant, or the step subtracted)",
+            )
+
+        def diagnose(actual):
+            if np.allclose(actual / np.linalg.norm(actual), g / np.linalg.norm(g), atol=1e-6):
+                return "the step is parallel to g: a plain gradient step (the Fisher matrix is not used, or F v returned v)"
+            diag_dir = g / np.diag(P)
+            if np.allclose(actual / np.linalg.norm(actual), diag_dir / np.linalg.norm(diag_dir), atol=1e-6):
+                return "the step is diag(F)^-1 g: a diagonal approximation of the Fisher matrix"
+            return ""
+
+        assert_close(step, parallel, tol,
+                     what=f"natural_step vs its projection on (F + {damp:g} I)^-1 g (the natural direction)", call=call.code,
+                     cause="the step is not along F^-1 g: CG stopped early or solved another system",
+                     diagnose=diagnose)
+
+    for F, g, max_kl in STEP_KNOWN:
+        verify(F, g, max_kl)
+    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+
+
+@check("TRPO-NATURAL-STEP-KL-BUDGET")
+def natural_step_kl_budget(ctx):
+    """1/2 step'(F + damping I) step = max_kl, to the relative bound eps_kl (damping as declared, default 0)."""
+    damp = damping(ctx)
+
+    def verify(F, g, max_kl):
+        step, g, call = run_natural_step(ctx, F, g, max_kl)
+        P = damped(F, damp)
+        q = 0.5 * step @ P @ step
+        _, eps_kl = natural_step_errors(P, call.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
+        tol = eps_kl * max_kl
+
+        def diagnose(actual):
+            ratio = float(np.ravel(actual)[0]) / max_kl
+            undamped = 0.5 * step @ F @ step
+            if matches(ratio, 0.5, 4 * eps_kl):
+                return "1/2 step'F step = max_kl / 2: the step is sqrt(max_kl / g'F^-1 g) F^-1 g, the factor 2 of the quadratic model missing"
+            if matches(ratio, 2.0, 4 * eps_kl):
+                return "1/2 step'F step = 2 max_kl: the step is sqrt(4 max_kl / g'F^-1 g) F^-1 g (the 1/2 counted twice)"
+            if step @ step > 0:
+                implied = (2 * max_kl - 2 * undamped) / (step @ step)
+                if implied > 0 and abs(implied - damp) > 1e-6 and matches(0.5 * step @ damped(F, implied) @ step, max_kl, tol):
+                    return (f"the step meets the budget of F + {implied:.4g} I: the step normalisation uses a damped Fisher "
+                            f"matrix; declare RLSPEC_CONVENTIONS['damping'] = {implied:.4g} if that is the design")
+            return (f"1/2 step'F step = {ratio:.4g} x max_kl: the step size is not set by the KL budget (a fixed step "
+                    f"size, as in Tianshou's NPG, or a step normalised by |g|)")
+
+        assert_close(np.array([q]), np.array([max_kl]), np.array([tol]),
+                     what=f"1/2 step'(F + {damp:g} I) step vs max_kl = {max_kl:g}", call=call.code, diagnose=diagnose)
+
+    for F, g, max_kl in STEP_KNOWN:
+        verify(F, g, max_kl)
+    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+
+
+# Invariance. theta = M phi maps the problem (g, F) to (M'g, M'F M). The exact steps satisfy
+# M Delta*_phi = Delta*_theta (proof trpo.natural_direction_invariance), and ||M e||_F = ||e||_{M'F M},
+# so each computed step's error, measured in its own P-norm, carries over unchanged: with
+# eps = eps_dir + eps_kl (direction and length; |Delta*|_P = sqrt(2 max_kl)) per system,
+#   ||M Delta_phi - Delta_theta||_2 <= (eps_theta + eps_phi) sqrt(2 max_kl) / sqrt(lambda_min(P_theta)).
+# The suite forms M'F M in float64: a relative perturbation 2n u64 kappa(M)^2, which moves the phi step
+# by kappa_phi times that; rounding M'g to the run's dtype moves it by sqrt(kappa_phi) u (twice, for
+# safety): both are added to eps_phi. A declared damping is not transformed by M, so a damped
+# candidate is checked with orthogonal M only (the proof's caveat).
+
+INVARIANCE_KNOWN = [
+    (np.diag([1.0, 100.0]), np.array([1.0, 1.0]), 0.01, np.array([[2.0, 1.0], [0.0, 1.0]])),
+    (with_spectrum([0.5, 3.0, 40.0]), np.array([1.0, -0.5, 2.0]), 0.05,
+     np.array([[1.0, 0.5, 0.0], [0.0, 2.0, -0.5], [0.25, 0.0, 1.0]])),
+]
+
+
+@check("TRPO-NATURAL-STEP-INVARIANCE")
+def natural_step_invariance(ctx):
+    """natural_step in coordinates phi (theta = M phi: grad M'g, Fisher M'F M), mapped back by M, equals the theta step."""
+    damp = damping(ctx)
+
+    def verify(F, g, max_kl, M):
+        if damp > 0:  # declared damping: only orthogonal reparameterisations leave F + damping I covariant
+            M, _ = np.linalg.qr(M)
+        g = g.astype(ctx.dtype).astype(np.float64)
+        step_theta, g, call_theta = run_natural_step(ctx, F, g, max_kl)
+        F_phi = M.T @ F @ M
+        F_phi = (F_phi + F_phi.T) / 2
+        g_phi = (M.T @ g).astype(ctx.dtype).astype(np.float64)
+        step_phi, g_phi, call_phi = run_natural_step(ctx, F_phi, g_phi, max_kl)
+        P_theta, P_phi = damped(F, damp), damped(F_phi, damp)
+        lam_min, _, _ = condition(P_theta)
+        _, _, kappa_phi = condition(P_phi)
+        e_dir_t, e_kl_t = natural_step_errors(P_theta, call_theta.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
+        e_dir_p, e_kl_p = natural_step_errors(P_phi, call_phi.unit_roundoff, np.linalg.norm(g_phi), cg_stop(ctx))
+        u = max(call_theta.unit_roundoff, call_phi.unit_roundoff)
+        rounding_phi = kappa_phi * 2 * len(g) * 2.0**-53 * float(np.linalg.cond(M)) ** 2 + 2 * u * math.sqrt(kappa_phi)
+        eps = e_dir_t + e_kl_t + e_dir_p + e_kl_p + rounding_phi
+        tol = eps * math.sqrt(2 * max_kl) / math.sqrt(lam_min) + 1e-300
+
+        def diagnose(actual):
+            mapped_plain = M @ (M.T @ g)
+            if np.allclose(step_theta / np.linalg.norm(step_theta), g / np.linalg.norm(g), atol=1e-6):
+                return "both steps follow the plain gradient (g, then M'g): not invariant, M M'g != g unless M is orthogonal"
+            if np.allclose(actual / np.linalg.norm(actual), mapped_plain / np.linalg.norm(mapped_plain), atol=1e-6):
+                return "the phi step follows M'g: a plain gradient step, not the natural one"
+            return "the step depends on the coordinates: it is not the Fisher-preconditioned F^-1 g"
+
+        assert_close(M @ step_phi, step_theta, tol,
+                     what="M step_phi (natural_step on M'g, M'F M, mapped back) vs step_theta (natural_step on g, F)",
+                     call=f"{call_theta.code}\n{call_phi.code}\n# M = {array_text(M)}", diagnose=diagnose)
+
+    for F, g, max_kl, M in INVARIANCE_KNOWN:
+        verify(F, g, max_kl, M)
+
+    @st.composite
+    def problems(draw):
+        F, g, max_kl = draw(step_problems(max_condition=30.0))
+        n = F.shape[0]
+        M = draw(hnp.arrays(np.float64, (n, n), elements=st.floats(-1.0, 1.0)), label="M") + 2.0 * np.eye(n)
+        assume(np.linalg.cond(M) <= 4.0)
+        return F, g, max_kl, M
+
+    ctx.property(problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# line search
+#
+# The suite's surrogate and KL are functions of how far x has moved along fullstep,
+# t(x) = (x - x0)'f / f'f: surrogate(x) = S0 + a t + b t^2 and kl(x) = c t^2 + d t^3 (c, d >= 0, so the
+# KL grows along the step, as a KL from x0 does). The expected answer is the rule applied to
+# t_k = backtrack_factor^k. A trial whose decision rounding could flip is avoided: a decision is
+# robust if the surrogate's gain and the KL's distance to max_kl both exceed what moving t by the
+# rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
+# candidate's precision (2 u |value|) can change.
+
+
+class Scenario:
+    def __init__(self, x0, fullstep, a, b, c, d, max_kl, max_backtracks, offset=0.3):
+        self.x0, self.f = np.asarray(x0, dtype=np.float64), np.asarray(fullstep, dtype=np.float64)
+        self.a, self.b, self.c, self.d, self.offset = float(a), float(b), float(c), float(d), float(offset)
+        self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
+
+    def rounded(self, dtype) -> "Scenario":
+        cast = lambda v: v.astype(dtype).astype(np.float64)
+        return Scenario(cast(self.x0), cast(self.f), self.a, self.b, self.c, self.d, self.max_kl, self.max_backtracks, self.offset)
+
+    def t(self, x) -> float:
+        return float((x - self.x0) @ self.f / (self.f @ self.f))
+
+    def S(self, t):
+        return self.offset + self.a * t + self.b * t * t
+
+    def K(self, t):
+        return self.c * t * t + self.d * t**3
+
+    def functions(self):
+        fx = lambda name: f"{name}(x) with t = (x - x0)'fullstep / fullstep'fullstep"
+        surrogate = SuiteFunction(lambda x: self.S(self.t(x)), f"<surrogate: {self.offset:g} + {self.a:g} t + {self.b:g} t^2, {fx('surrogate')}>")
+        kl = SuiteFunction(lambda x: self.K(self.t(x)), f"<kl: {self.c:g} t^2 + {self.d:g} t^3, {fx('kl')}>")
+        return surrogate, kl
+
+    def trials(self, beta: float, u: float):
+        """[(k, t, gain, kl, accepted, robust)] for k = 0..max_backtracks-1 (stopping at the first accepted)."""
+        rows = []
+        scale = (np.linalg.norm(self.x0) + np.linalg.norm(self.f)) / np.linalg.norm(self.f)
+        for k in range(self.max_backtracks):
+            t = beta**k
+            dt = (2 * k + 4) * u * scale
+            gain, kl = self.S(t) - self.S(0.0), self.K(t)
+            slope_S = abs(self.a) + 2 * abs(self.b) * (t + dt)
+            slope_K = 2 * self.c * (t + dt) + 3 * self.d * (t + dt) ** 2
+            robust = (abs(gain) > 2 * (slope_S * dt + 2 * u * (abs(self.S(t)) + abs(self.offset))) and
+                      abs(kl - self.max_kl) > 2 * (slope_K * dt + 2 * u * (kl + self.max_kl)))
+            accepted = gain > 0 and kl <= self.max_kl
+            rows.append((k, t, gain, kl, accepted, robust))
+            if accepted:
+                break
+        return rows
+
+    def expected(self, beta: float, u: float):
+        """(t of the returned point or None for x0, whether every decision up to it is robust)."""
+        rows = self.trials(beta, u)
+        robust = all(r[5] for r in rows)
+        accepted = [r for r in rows if r[4]]
+        return (accepted[0][1] if accepted else None), robust
+
+    def describe(self, beta: float, u: float) -> str:
+        lines = ["  k   t = beta^k      surrogate gain         kl   verdict"]
+        for k, t, gain, kl, accepted, _ in self.trials(beta, u):
+            why = "accept" if accepted else ("no improvement" if gain <= 0 else f"kl > max_kl = {self.max_kl:g}")
+            lines.append(f"{k:>3}  {t:>10.6g}  {gain:>18.6g}  {kl:>9.6g}   {why}")
+        return "\n".join(lines)
+
+
+def run_line_search(ctx, scenario: Scenario):
+    scenario = scenario.rounded(ctx.dtype)
+    surrogate, kl = scenario.functions()
+    n = len(scenario.x0)
+    call = ctx.call("line_search", {"surrogate": surrogate, "kl": kl, "x0": scenario.x0, "fullstep": scenario.f,
+                                    "max_kl": scenario.max_kl, "max_backtracks": scenario.max_backtracks}, shape=(n,))
+    return call.outputs[0], scenario, call, (surrogate, kl)
+
+
+def trial_text(scenario: Scenario, beta: float, x, recorded) -> str:
+    t = scenario.t(x)
+    tried = sorted({round(scenario.t(v), 12) for f in recorded for v in f.calls}, reverse=True)
+    k = abs(math.log(t) / math.log(beta)) if t > 0 else float("nan")
+    where = f"x0 + {t:.10g} fullstep" + (f" (k = {k:.3g} for beta = {beta:g})" if t > 0 else "")
+    evaluated = ", ".join(f"{v:g}" for v in tried[:12]) if tried else "(none: neither was called)"
+    return f"returned {where}; the candidate evaluated surrogate/kl at t = {evaluated}"
+
+
+def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
+    beta = backtrack_factor(ctx)
+    x, scenario, call, recorded = run_line_search(ctx, scenario)
+    u = call.unit_roundoff
+    t_expected, robust = scenario.expected(beta, u)
+    if not robust:
+        return False
+    if only_failures and t_expected is not None:
+        return False
+    t_exp = 0.0 if t_expected is None else t_expected
+    k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
+    expected = scenario.x0 + t_exp * scenario.f
+    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + 1e-300
+    got = scenario.t(x)
+    rows = scenario.trials(beta, u)
+
+    def diagnose(actual):
+        t = scenario.t(actual)
+        if t_expected is None and t > 0:
+            last = beta ** (scenario.max_backtracks - 1)
+            if abs(t - last) <= 1e-9 * max(1.0, last):
+                return ("no trial qualified, yet the last rejected trial was returned instead of x0: the old parameters "
+                        "are not restored when the line search fails (research bugs.md E1)")
+            if abs(t - 1.0) <= 1e-9:
+                return "the full step was returned although it fails the test: there is no working line search (bugs.md E2)"
+        if t > 0 and scenario.K(t) > scenario.max_kl:
+            return (f"the returned trial has kl = {scenario.K(t):.6g} > max_kl = {scenario.max_kl:g}: the KL constraint is not "
+                    "checked (research bugs.md E3)")
+        if t > 0 and scenario.S(t) <= scenario.S(0.0):
+            return "the returned trial does not improve the surrogate: only the KL is tested"
+        for other in (0.8, 0.5, 0.7, 0.9):
+            if other != beta and t > 0 and abs(math.log(t) / math.log(other) - round(math.log(t) / math.log(other))) < 1e-9:
+                return (f"the trials shrink by {other:g}, not {beta:g}: declare RLSPEC_CONVENTIONS['backtrack_factor'] = {other:g} "
+                        "if that is the design")
+        return ""
+
+    what = (f"line_search result vs x0 + {t_exp:g} fullstep ({'no trial qualifies: x0' if t_expected is None else f'first k = {k} that qualifies'}; "
+            f"{trial_text(scenario, beta, x, recorded)}; trials:\n{scenario.describe(beta, u)}\n)")
+    assert_close(x, expected, tol, what=what, call=call.code, diagnose=diagnose)
+    return True
+
+
+LINE_SEARCH_KNOWN = [
+    # KL binds at the full step (kl 0.03 > 0.01), the half step qualifies (0.0075).
+    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.03, d=0.0, max_kl=0.01, max_backtracks=10),
+    # The surrogate binds: it falls at t = 1 (gain -0.5) and rises at t = 0.5 (+0.125); the KL never binds.
+    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=-1.5, c=0.001, d=0.0, max_kl=0.01, max_backtracks=10),
+    # Both: t = 1 and 0.5 lose, t = 0.25 gains 0.0625 with kl 0.00125.
+    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=-3.0, c=0.02, d=0.0, max_kl=0.01, max_backtracks=10),
+    # The full step qualifies.
+    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.005, d=0.0, max_kl=0.01, max_backtracks=10),
+]
+
+LINE_SEARCH_FAILURES = [
+    # bugs.md E1's smallest input: one trial and a budget no step meets -> x0.
+    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=1.0, d=0.0, max_kl=1e-12, max_backtracks=1),
+    # The surrogate never improves.
+    Scenario([1.0, 0.0], [-0.5, 2.0], a=-1.0, b=0.0, c=0.0, d=0.0, max_kl=0.01, max_backtracks=5),
+    # The KL is too large at every trial of ten.
+    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=0.0, c=1e6, d=0.0, max_kl=1e-3, max_backtracks=10),
+]
+
+
+@st.composite
+def scenarios(draw, *, failing: bool = False):
+    n = draw(st.integers(1, 4), label="n")
+    x0 = draw(hnp.arrays(np.float64, n, elements=reals(-4.0, 4.0)), label="x0")
+    f = draw(vectors(n, max_abs=4.0, min_norm=1e-2), label="fullstep")
+    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
+    max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
+    a = draw(st.floats(-1.0, 1.0), label="a")
+    b = draw(st.floats(-4.0, 1.0), label="b")
+    c = max_kl * 10.0 ** draw(st.floats(-2.0, 3.0), label="log10 c / max_kl")
+    d = max_kl * draw(st.floats(0.0, 10.0), label="d / max_kl")
+    if failing:  # no trial can qualify: the surrogate never rises, or the KL exceeds max_kl at every trial
+        if draw(st.booleans(), label="never improves"):
+            a, b = -abs(a) - 1e-3, -abs(b)
+        else:
+            c = max_kl * 2.0 ** (2 * max_backtracks) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 excess")
+    return Scenario(x0, f, a, b, c, d, max_kl, max_backtracks)
+
+
+@check("TRPO-LINE-SEARCH-RULE")
+def line_search_rule(ctx):
+    """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
+    for scenario in LINE_SEARCH_KNOWN + LINE_SEARCH_FAILURES[:1]:
+        verify_line_search(ctx, scenario)
+    ctx.property(scenarios(), lambda s: assume(verify_line_search(ctx, s)), label="drawn", max_examples=examples(ctx))
+
+
+@check("TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
+def line_search_restores(ctx):
+    """When no trial improves the surrogate within the KL budget the line search returns x0 itself."""
+    for scenario in LINE_SEARCH_FAILURES:
+        verify_line_search(ctx, scenario, only_failures=True)
+    ctx.property(scenarios(failing=True), lambda s: assume(verify_line_search(ctx, s, only_failures=True)), label="drawn",
+                 max_examples=examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# the complete update
+#
+# The suite's oracle for trpo_update: g = grad L(theta0) by autograd in float64, F from the Jacobians
+# (exact_fisher), Delta* = sqrt(2 max_kl / g'x) x with x = (F + damping I)^-1 g by a dense solve, and the
+# rule applied to the exact surrogate and KL(pi_old || pi_theta) at theta0 + beta^k Delta*.
+#
+# Tolerance. The candidate's full step differs from Delta* by its CG and budget errors (eps_dir,
+# eps_kl/2 in the P-norm, as for natural_step) and by its rounding of g: g is a batch mean of A_b times
+# score vectors, computed with at most P + K + B + 10 roundings on terms bounded by
+# M_g = mean_b |A_b| |grad log pi(a_b|s_b)| (|ratio| = 1 at theta0), which moves x by at most
+# sqrt(kappa) |dg| / |g| relative to |x|_P. Trial k scales that by beta^k, and forming theta0 + beta^k
+# Delta adds (2k + 4) u (|theta0| + beta^k |Delta|). A decision at trial j is robust when the
+# surrogate's gain and the KL's distance to max_kl exceed twice what that perturbation (through
+# |grad|_{P^-1}) and the candidate's rounding of L and the KL (2 (B + K + 8) u times their terms) can
+# change; examples with a fragile decision are not drawn (known answers are built with wide margins).
+
+
+class UpdateProblem:
+    def __init__(self, policy: Policy, theta0, actions, advantages, max_kl: float, max_backtracks: int = 10):
+        self.policy = policy
+        self.theta0 = np.asarray(theta0, dtype=np.float64)
+        self.actions = np.asarray(actions, dtype=np.float64)
+        self.advantages = np.asarray(advantages, dtype=np.float64)
+        self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
+
+    def rounded(self, dtype) -> "UpdateProblem":
+        cast = lambda v: v.astype(dtype).astype(np.float64)
+        actions = self.actions if self.policy.kind == "categorical" else cast(self.actions)
+        return UpdateProblem(self.policy.rounded(dtype), cast(self.theta0), actions, cast(self.advantages), self.max_kl,
+                             self.max_backtracks)
+
+    @property
+    def cg_iters(self) -> int:
+        return CG_STEPS_PER_DIM * self.policy.n_params
+
+
+class Oracle:
+    """Everything the suite computes about one update problem, in float64."""
+
+    def __init__(self, problem: UpdateProblem, damp: float, beta: float, u: float, stop: float = 0.0, *, full: bool = True):
+        import torch
+        from torch.distributions import kl_divergence
+
+        self.problem, self.beta, self.u, self.torch = problem, beta, u, torch
+        policy, B = problem.policy, problem.policy.batch
+        theta0 = torch.tensor(problem.theta0)
+        actions = torch.tensor(problem.actions, dtype=torch.long if policy.kind == "categorical" else torch.float64)
+        advantages = torch.tensor(problem.advantages)
+        old = policy(theta0)
+        logp_old = old.log_prob(actions).detach()
+        self.surrogate = lambda th: (torch.exp(policy(th).log_prob(actions) - logp_old) * advantages).mean()
+        self.kl = lambda th: kl_divergence(old, policy(th)).mean()
+        self.reverse_kl = lambda th: kl_divergence(policy(th), old).mean()
+        n_actions = policy.size + 1 if policy.kind == "categorical" else 1
+        self.c_eval = 2 * (B + n_actions + 8)
+        if not full:  # the KL functions are all a constraint check needs
+            return
+        leaf = theta0.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(self.surrogate(leaf), leaf)
+        self.g = g.numpy()
+        F, _ = exact_fisher(policy, problem.theta0)
+        # |grad log pi(a_b|s_b)|, the magnitude of the gradient's terms: the rows of the log-probability
+        # Jacobian at the taken actions (categorical: read off the Jacobian exact_fisher computed).
+        if policy.kind == "categorical":
+            scores = policy.jacobian_cache[problem.theta0.tobytes()][np.arange(B), problem.actions.astype(np.int64)]
+        else:
+            from torch.autograd.functional import jacobian
+
+            scores = jacobian(lambda th: policy(th).log_prob(actions), theta0).numpy()  # (B, P)
+        M_g = np.abs(problem.advantages) @ np.abs(scores) / B
+        self.P = damped(F, damp)
+        self.lam_min, _, self.kappa = condition(self.P)
+        x = np.linalg.solve(self.P, self.g)
+        self.step = math.sqrt(2 * problem.max_kl / (self.g @ x)) * x
+        self.step_norm = math.sqrt(self.step @ self.P @ self.step)
+        eps_dir, eps_kl = natural_step_errors(self.P, u, np.linalg.norm(self.g), stop)
+        c_g = policy.n_params + n_actions + B + 10
+        eps_g = math.sqrt(self.kappa) * c_g * u * np.linalg.norm(M_g) / max(np.linalg.norm(self.g), 1e-300)
+        self.eps = eps_dir + eps_kl / 2 + eps_g
+
+    def at(self, t: float):
+        """(gain, kl, reverse kl, margins for gain and kl) at theta0 + t Delta*."""
+        torch = self.torch
+        theta = torch.tensor(self.problem.theta0 + t * self.step, requires_grad=True)
+        gain = self.surrogate(theta) - self.surrogate(torch.tensor(self.problem.theta0))
+        kl = self.kl(theta)
+        (grad_s,) = torch.autograd.grad(gain, theta, retain_graph=True)
+        (grad_k,) = torch.autograd.grad(kl, theta)
+        gain, kl = gain.detach(), kl.detach()
+        inv = lambda v: math.sqrt(max(v @ np.linalg.solve(self.P, v), 0.0))  # |v|_{P^-1}
+        k = round(math.log(t) / math.log(self.beta)) if t < 1 else 0
+        lam_max = self.kappa * self.lam_min
+        moved = (t * self.eps * self.step_norm  # |trial - exact trial|_P
+                 + (2 * k + 4) * self.u * (np.linalg.norm(self.problem.theta0) + t * np.linalg.norm(self.step)) * math.sqrt(lam_max))
+        size = float(torch.abs(self.surrogate(theta).detach())) + float(np.mean(np.abs(self.problem.advantages)))
+        margin_gain = 2 * (inv(grad_s.numpy()) * moved + self.c_eval * self.u * size)
+        margin_kl = 2 * (inv(grad_k.numpy()) * moved + self.c_eval * self.u * (float(kl) + self.problem.max_kl + 1.0))
+        return float(gain), float(kl), float(self.reverse_kl(theta.detach())), margin_gain, margin_kl
+
+    def trials(self):
+        rows = []
+        for k in range(self.problem.max_backtracks):
+            t = self.beta**k
+            gain, kl, reverse, m_gain, m_kl = self.at(t)
+            accepted = gain > 0 and kl <= self.problem.max_kl
+            robust = abs(gain) > m_gain and abs(kl - self.problem.max_kl) > m_kl
+            rows.append((k, t, gain, kl, reverse, accepted, robust))
+            if accepted:
+                break
+        return rows
+
+    def expected(self):
+        rows = self.trials()
+        accepted = [r for r in rows if r[5]]
+        t = accepted[0][1] if accepted else None
+        return t, all(r[6] for r in rows), rows
+
+    def tolerance(self, t: float, k: int) -> np.ndarray:
+        return (t * self.eps * self.step_norm / math.sqrt(self.lam_min)
+                + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + 1e-300)
+
+
+def describe_trials(rows, max_kl) -> str:
+    lines = ["  k   t = beta^k   surrogate gain   KL(old||new)   KL(new||old)   verdict"]
+    for k, t, gain, kl, reverse, accepted, _ in rows:
+        why = "accept" if accepted else ("no improvement" if gain <= 0 else f"KL(old||new) > max_kl = {max_kl:g}")
+        lines.append(f"{k:>3}  {t:>11.6g}  {gain:>15.6g}  {kl:>13.6g}  {reverse:>13.6g}   {why}")
+    return "\n".join(lines)
+
+
+def run_update(ctx, problem: UpdateProblem):
+    problem = problem.rounded(ctx.dtype)
+    if problem.policy.kind == "categorical":  # integer actions pass as a torch long tensor (arrays become floats)
+        import torch
+
+        actions = torch.tensor(problem.actions.astype(np.int64))
+    else:
+        actions = problem.actions
+    call = ctx.call("trpo_update", {"policy": problem.policy, "params": problem.theta0, "actions": actions,
+                                    "advantages": problem.advantages, "max_kl": problem.max_kl,
+                                    "cg_iters": problem.cg_iters, "max_backtracks": problem.max_backtracks},
+                    array="torch", shape=(problem.policy.n_params,))
+    return call.outputs[0], problem, call
+
+
+def reverse_rule_trial(rows, max_kl):
+    """The t that a line search testing KL(new || old) would have accepted among the oracle's trials."""
+    for k, t, gain, kl, reverse, accepted, robust in rows:
+        if gain > 0 and reverse <= max_kl:
+            return t
+    return None
+
+
+def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False) -> bool:
+    """Run trpo_update; compare with the oracle's answer (or, ``constraint_only``, check KL(old || new) <=
+    max_kl at the returned point). False when the example's decisions are too close to call."""
+    beta, damp = backtrack_factor(ctx), damping(ctx)
+    x, problem, call = run_update(ctx, problem)
+    oracle = Oracle(problem, damp, beta, call.unit_roundoff, cg_stop(ctx), full=not constraint_only)
+    if constraint_only:
+        import torch
+
+        moved = x - problem.theta0
+        if not np.any(moved):
+            return True
+        kl = float(oracle.kl(torch.tensor(x)))
+        reverse = float(oracle.reverse_kl(torch.tensor(x)))
+        slack = oracle.c_eval * call.unit_roundoff * (kl + problem.max_kl + 1.0) * 2
+        if kl > problem.max_kl + slack:
+            raise ClauseFailure(
+                f"trpo_update returned parameters with KL(old || new) = {kl:.6g} > max_kl = {problem.max_kl:g} "
+                f"(KL(new || old) there = {reverse:.6g}); the TRPO constraint is KL(pi_old || pi_new) <= max_kl",
+                table=mismatch_table("index", [(i, e, a, abs(e - a), 0.0) for i, (e, a) in enumerate(zip(problem.theta0, x))],
+                                     headers=("theta0", "returned", "|moved|", "")),
+                call=call.code,
+                cause="the acceptance test measures KL(new || old) (sb3-contrib) or no KL at all, so a step outside the "
+                      "trust region was accepted" if reverse <= problem.max_kl else "a step outside the trust region was accepted",
+            )
+        return True
+    t_expected, robust, rows = oracle.expected()
+    if not robust:
+        return False
+    t = 0.0 if t_expected is None else t_expected
+    k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
+    expected = problem.theta0 + t * oracle.step
+    tol = oracle.tolerance(t, k)
+
+    def diagnose(actual):
+        moved = actual - problem.theta0
+        reverse_t = reverse_rule_trial(rows, problem.max_kl)
+        reverse = (reverse_t is not None and reverse_t != t_expected
+                   and matches(actual, problem.theta0 + reverse_t * oracle.step, oracle.tolerance(reverse_t, k)))
+        if t_expected is None and np.any(moved):
+            last = beta ** (problem.max_backtracks - 1)
+            if matches(actual, problem.theta0 + last * oracle.step, oracle.tolerance(last, problem.max_backtracks - 1)):
+                return ("no trial qualified, yet the last rejected trial was kept: theta0 is not restored (research bugs.md E1)"
+                        + ("; that trial is also what a KL(new || old) test would accept" if reverse else ""))
+        if reverse:
+            return ("the result is the trial a KL(new || old) test accepts: the line search measures the KL in the reverse "
+                    "direction (sb3-contrib's kl_divergence(new, old)); the TRPO constraint is KL(old || new)")
+        if t != 1.0 and matches(actual, problem.theta0 + oracle.step, oracle.tolerance(1.0, 0)):
+            return "the full step was taken although it fails the test: no working line search (bugs.md E2)"
+        if np.any(moved) and np.linalg.norm(oracle.g) > 0:
+            cos = moved @ oracle.g / (np.linalg.norm(moved) * np.linalg.norm(oracle.g))
+            if cos > 1 - 1e-9:
+                return ("the update follows the plain gradient: the Fisher-vector product is (close to) a multiple of v, as "
+                        "when the KL is built from the current policy on both sides (research bugs.md E4)")
+        return ""
+
+    what = (f"trpo_update result vs theta0 + {t:g} Delta* ({'no trial qualifies: theta0' if t_expected is None else f'first k = {k}'}; "
+            f"{declared(ctx)}; Delta* = {np.array2string(oracle.step, precision=6)} is the natural step of the exact Fisher; trials:\n"
+            f"{describe_trials(rows, problem.max_kl)}\n)")
+    assert_close(x, expected, tol, what=what, call=call.code, diagnose=diagnose)
+    return True
+
+
+@st.composite
+def update_problems(draw, families=("categorical", "gaussian")):
+    kind = draw(st.sampled_from(families), label="family")
+    B, m = draw(st.integers(2, 5), label="B"), draw(st.integers(1, 2), label="m")
+    size = draw(st.integers(2, 3) if kind == "categorical" else st.integers(1, 2), label="actions / dims")
+    features = draw(hnp.arrays(np.float64, (B, m), elements=reals(-1.5, 1.5)), label="features")
+    assume(np.linalg.matrix_rank(features) == m)
+    policy = Policy(kind, features, size)
+    theta0 = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-1.0, 1.0)), label="params")
+    if kind == "categorical":
+        actions = draw(hnp.arrays(np.int64, B, elements=st.integers(0, size - 1)), label="actions")
+    else:
+        actions = draw(hnp.arrays(np.float64, (B, size), elements=reals(-2.0, 2.0)), label="actions")
+    advantages = draw(hnp.arrays(np.float64, B, elements=reals(-2.0, 2.0)), label="advantages")
+    assume(np.abs(advantages).max() > 0.1)
+    max_kl = 10.0 ** draw(st.floats(-3.0, 0.0), label="log10 max_kl")
+    max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
+    problem = UpdateProblem(policy, theta0, actions, advantages, max_kl, max_backtracks)
+    F, _ = exact_fisher(policy, theta0)
+    assume(condition(F + 1e-300 * np.eye(len(F)))[2] <= 1e3)
+    assume(gradient_norm(problem) > 1e-3 * np.abs(advantages).mean())  # no natural direction at a stationary point
+    return problem
+
+
+def gradient_norm(problem: UpdateProblem) -> float:
+    """|grad L(theta0)|: at 0 the natural step is 0/0 (no direction), which the protocol leaves undefined."""
+    import torch
+
+    theta = torch.tensor(problem.theta0, requires_grad=True)
+    kind = torch.long if problem.policy.kind == "categorical" else torch.float64
+    actions = torch.tensor(problem.actions, dtype=kind)
+    logp = problem.policy(theta).log_prob(actions)
+    surrogate = (torch.exp(logp - logp.detach()) * torch.tensor(problem.advantages)).mean()
+    (g,) = torch.autograd.grad(surrogate, theta)
+    return float(g.norm())
+
+
+
+
+ONE_STATE = [[1.0], [1.0], [1.0]]  # three samples of one state: the Fisher is that of one categorical
+# Found by search so that the two KL directions disagree by a wide margin at the full step:
+KL_DIRECTION_KNOWN = [
+    # categorical, logits (w1, w2, 0): full step KL(old||new) = 2.47 > 2 >= KL(new||old) = 1.50; half step
+    # KL(old||new) = 0.68. KL(old||new) backtracks to t = 0.5, KL(new||old) keeps the full step.
+    UpdateProblem(Policy("categorical", ONE_STATE, 3), [-0.25, 1.25], [0, 1, 2], [0.0, -0.25, 0.5], max_kl=2.0),
+    # Gaussian, mean weight and log-std: full step KL(old||new) = 0.28 <= 0.5 < KL(new||old) = 0.66 (the std grows):
+    # KL(old||new) accepts t = 1, KL(new||old) backtracks to t = 0.5.
+    UpdateProblem(Policy("gaussian", [[1.0], [1.0]], 1), [0.0, 1.0], [[-1.75], [2.25]], [-0.75, -0.25], max_kl=0.5),
+    # Gaussian, the std shrinks: full step KL(old||new) = 2.74 > 1 >= KL(new||old) = 0.66; half step 0.39.
+    UpdateProblem(Policy("gaussian", [[1.0], [1.0]], 1), [0.5, -0.5], [[-0.25], [-1.75]], [-0.5, -1.25], max_kl=1.0),
+]
+
+UPDATE_KNOWN = [
+    UpdateProblem(Policy("categorical", [[1.0, 0.5], [-0.5, 1.0], [0.25, -1.0]], 3), [0.3, -0.2, 0.5, 0.1], [0, 2, 1],
+                  [1.0, -0.5, 0.75], max_kl=0.01),
+    UpdateProblem(Policy("gaussian", [[1.0], [0.5], [-1.0]], 2), [0.2, -0.3, 0.0, -0.5],
+                  [[0.5, -1.0], [1.5, 0.25], [-0.5, 0.5]], [1.0, -1.0, 0.5], max_kl=0.01),
+    # bugs.md E1 in a complete update: one trial, and its KL(old||new) = 2.47 exceeds max_kl = 2 -> theta0.
+    UpdateProblem(Policy("categorical", ONE_STATE, 3), [-0.25, 1.25], [0, 1, 2], [0.0, -0.25, 0.5], max_kl=2.0,
+                  max_backtracks=1),
+]
+
+
+@check("TRPO-LINE-SEARCH-KL-DIRECTION")
+def line_search_kl_direction(ctx):
+    """trpo_update tests KL(old || new): where the two directions disagree it returns the KL(old||new) answer,
+    and on drawn problems the parameters it returns satisfy KL(old || new) <= max_kl."""
+    for problem in KL_DIRECTION_KNOWN:
+        verify_update(ctx, problem)
+    ctx.property(update_problems(), lambda p: verify_update(ctx, p, constraint_only=True), label="drawn",
+                 max_examples=examples(ctx, costly=True))
+
+
+@check("TRPO-UPDATE-TRUST-REGION")
+def update_trust_region(ctx):
+    """trpo_update = theta0 + beta^k Delta* (the natural step of the exact Fisher) for the first qualifying k, else theta0."""
+    for problem in UPDATE_KNOWN:
+        verify_update(ctx, problem)
+    ctx.property(update_problems(), lambda p: assume(verify_update(ctx, p)), label="drawn", max_examples=examples(ctx, costly=True))

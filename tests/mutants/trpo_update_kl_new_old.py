@@ -1,0 +1,44 @@
+"""Mutant, as sb3-contrib's TRPO tests its line search (library-notes-sb3-skrl-cleanrl P9:
+kl_divergence(distribution, old_distribution)): the acceptance test bounds KL(new || old), the reverse
+of the paper's KL(old || new), so it accepts steps outside the trust region when the policy's spread
+shrinks (and rejects steps inside it when the spread grows)."""
+
+import torch
+from torch.distributions import kl_divergence
+
+RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-KL-DIRECTION"], "bug": "sb3-contrib TRPO: KL(new||old) in the line-search acceptance test"}
+
+
+def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
+    theta0 = params.detach()
+    old = policy(theta0)
+    logp_old = old.log_prob(actions).detach()
+    surrogate = lambda th: (torch.exp(policy(th).log_prob(actions) - logp_old) * advantages).mean()
+    leaf = theta0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(surrogate(leaf), leaf)
+
+    def fvp(v):
+        th = theta0.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(kl_divergence(old, policy(th)).mean(), th, create_graph=True)
+        (hv,) = torch.autograd.grad((grad * v).sum(), th)
+        return hv
+
+    x, r = torch.zeros_like(g), g.clone()
+    p, rr = r.clone(), r @ r
+    for _ in range(cg_iters):
+        if rr <= (torch.finfo(g.dtype).eps * g.norm()) ** 2:
+            break
+        Ap = fvp(p)
+        alpha = rr / (p @ Ap)
+        x, r = x + alpha * p, r - alpha * Ap
+        new = r @ r
+        p, rr = r + (new / rr) * p, new
+    step = torch.sqrt(2 * max_kl / (x @ fvp(x))) * x
+    with torch.no_grad():
+        base = surrogate(theta0)
+        for k in range(max_backtracks):
+            theta = theta0 + 0.5**k * step
+            kl = kl_divergence(policy(theta), old).mean()  # KL(new || old): arguments swapped
+            if surrogate(theta) > base and kl <= max_kl:
+                return theta
+    return theta0.clone()

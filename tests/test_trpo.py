@@ -1,0 +1,246 @@
+"""The natural-gradient / TRPO chapter: the reference is pinned to exact and probe numbers, the suite's
+own machinery (the callables it hands candidates, the Fisher oracle, the line-search rule, the
+strategies) is right, the declared conventions change what is expected and nothing else, and
+unusable candidates are errors, not failures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.distributions import kl_divergence
+
+from rlspec.checks import run_conformance
+from rlspec.checks.loader import from_object
+from rlspec.checks.clauses import trpo as checks
+from rlspec.reference import trpo as ref
+
+# ---------------------------------------------------------------------------------------------
+# the reference against exact numbers
+
+
+def test_cg_solves_the_known_system_exactly():
+    A, b = checks.CG_KNOWN[0]
+    x = ref.conjugate_gradient(lambda v: A @ v, b, 2, 0.0)
+    assert x == pytest.approx([1 / 11, 7 / 11], abs=1e-15)
+
+
+def test_cg_stops_on_tol_and_on_an_exact_zero_residual():
+    calls = []
+    x = ref.conjugate_gradient(lambda v: calls.append(1) or 2.0 * v, np.array([1.0, 1.0]), 10, 0.0)
+    assert x.tolist() == [0.5, 0.5] and len(calls) == 1  # r = 0 after one step: no 0/0
+    assert ref.conjugate_gradient(lambda v: v, np.array([1.0]), 5, 2.0).tolist() == [0.0]  # r'r = 1 <= tol
+
+
+def test_cg_works_on_torch_tensors():
+    A = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    x = ref.conjugate_gradient(lambda v: A @ v, torch.tensor([1.0, 2.0], dtype=torch.float64), 2, 0.0)
+    assert x.tolist() == pytest.approx([1 / 11, 7 / 11], abs=1e-15)
+
+
+def test_natural_step_e4_numbers():
+    """research bugs.md E4: F = diag(1, 100), g = (1, 1), delta = 0.01, damping 0.1: step (0.134, 0.0015),
+    quadratic KL 0.0091; undamped: sqrt(0.02 / 1.01) (1, 0.01)."""
+    F, g = np.diag([1.0, 100.0]), np.array([1.0, 1.0])
+    step = ref.natural_step(g, lambda v: F @ v, 0.01, 6)
+    assert step == pytest.approx(math.sqrt(0.02 / 1.01) * np.array([1.0, 0.01]), rel=1e-14)
+    assert 0.5 * step @ F @ step == pytest.approx(0.01, rel=1e-14)
+    damped = ref.natural_step(g, lambda v: F @ v, 0.01, 6, damping=0.1)
+    assert damped == pytest.approx([0.1341, 0.001474], abs=1e-4)
+    assert 0.5 * damped @ F @ damped == pytest.approx(0.0091, abs=1e-4)
+    assert 0.5 * damped @ (F + 0.1 * np.eye(2)) @ damped == pytest.approx(0.01, rel=1e-14)
+
+
+def test_natural_step_is_finite_in_float32_past_convergence():
+    F = checks.with_spectrum([0.5, 3.0, 40.0])
+    g = np.array([1e-3, -5e-4, 2e-3], dtype=np.float32)
+    step = ref.natural_step(g, lambda v: (F @ v).astype(np.float32), np.float32(0.01), 30)
+    assert step.dtype == np.float32 and np.all(np.isfinite(step))
+
+
+def test_line_search_rule_and_restore():
+    s = lambda x: float(x[0])
+    kl = lambda x: 0.03 * float(x[0]) ** 2
+    x0, f = np.array([0.0]), np.array([1.0])
+    assert ref.line_search(s, kl, x0, f, 0.01, 10).tolist() == [0.5]
+    assert ref.line_search(s, kl, x0, f, 0.01, 10, backtrack_factor=0.8).tolist() == [0.8**3]
+    restored = ref.line_search(s, kl, x0, f, 1e-12, 1)  # bugs.md E1's input
+    assert restored.tolist() == [0.0] and restored is not x0
+
+
+def test_fisher_vector_product_matches_the_closed_form_categorical_fisher():
+    """One state, logits (w1, w2, 0): F = J'(diag p - p p')J with J the 3 x 2 map from (w1, w2) to logits."""
+    policy = ref.linear_categorical(np.array([[1.0]]), 3)
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64)
+    p = torch.softmax(torch.tensor([0.3, -0.4, 0.0], dtype=torch.float64), 0)
+    J = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    F = J.T @ (torch.diag(p) - torch.outer(p, p)) @ J
+    v = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    assert torch.allclose(ref.fisher_vector_product(policy, theta, v), F @ v, rtol=0, atol=1e-15)
+    assert torch.allclose(ref.fisher_vector_product(policy, theta, v, damping=0.1), F @ v + 0.1 * v, rtol=0, atol=1e-15)
+
+
+def test_fisher_vector_product_matches_the_closed_form_gaussian_fisher():
+    """mean = x w, log_std = s: F = diag(x^2 / sigma^2, 2) for one state."""
+    policy = ref.linear_diag_gaussian(np.array([[2.0]]), 1)
+    theta = torch.tensor([0.5, math.log(0.5)], dtype=torch.float64)
+    v = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    assert ref.fisher_vector_product(policy, theta, v).tolist() == pytest.approx([4.0 / 0.25, 2.0], rel=1e-14)
+
+
+def test_the_categorical_policy_pins_the_last_logit_and_matches_softmax():
+    policy = ref.linear_categorical(np.array([[1.0, 2.0]]), 3)
+    dist = policy(torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64))
+    expected = torch.softmax(torch.tensor([0.1 + 0.6, 0.2 + 0.8, 0.0], dtype=torch.float64), 0)
+    assert torch.allclose(dist.probs[0], expected, rtol=0, atol=1e-15)
+    assert isinstance(dist, torch.distributions.Categorical) and policy.n_params == 4
+
+
+@pytest.mark.parametrize("problem", checks.KL_DIRECTION_KNOWN, ids=["categorical", "gaussian-std-grows", "gaussian-std-shrinks"])
+def test_kl_direction_inputs_separate_the_two_directions(problem):
+    """The known answers of TRPO-LINE-SEARCH-KL-DIRECTION: at the full step one KL is above max_kl and the
+    other below, both by a wide margin, so the two acceptance tests return different points."""
+    oracle = checks.Oracle(problem, 0.0, 0.5, 2.0**-53)
+    full = torch.tensor(problem.theta0 + oracle.step)
+    forward, reverse = float(oracle.kl(full)), float(oracle.reverse_kl(full))
+    assert min(forward, reverse) < 0.8 * problem.max_kl and max(forward, reverse) > 1.2 * problem.max_kl
+    t, robust, rows = oracle.expected()
+    assert robust and t != checks.reverse_rule_trial(rows, problem.max_kl)
+
+
+def test_reference_update_matches_the_oracle_on_the_known_problems():
+    for problem in checks.UPDATE_KNOWN + checks.KL_DIRECTION_KNOWN:
+        oracle = checks.Oracle(problem, 0.0, 0.5, 2.0**-53)
+        t, robust, _ = oracle.expected()
+        actions = torch.tensor(problem.actions, dtype=torch.long if problem.policy.kind == "categorical" else torch.float64)
+        new = ref.trpo_update(problem.policy, torch.tensor(problem.theta0), actions, torch.tensor(problem.advantages),
+                              problem.max_kl, problem.cg_iters, problem.max_backtracks)
+        expected = problem.theta0 + (t or 0.0) * oracle.step
+        assert robust and np.allclose(new.numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_the_e1_update_input_rejects_its_only_trial():
+    problem = checks.UPDATE_KNOWN[2]
+    oracle = checks.Oracle(problem, 0.0, 0.5, 2.0**-53)
+    t, robust, rows = oracle.expected()
+    assert t is None and robust and rows[0][3] > problem.max_kl
+
+
+# ---------------------------------------------------------------------------------------------
+# the suite's machinery
+
+
+def test_suite_functions_answer_in_the_callers_kind_and_dtype():
+    f = checks.matvec(np.diag([2.0, 3.0]))
+    out = f(torch.tensor([1.0, 1.0], dtype=torch.float32))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.tolist() == [2.0, 3.0]
+    out = f(np.array([1.0, 1.0], dtype=np.float32))
+    assert out.dtype == np.float32 and out.tolist() == [2.0, 3.0]
+    assert len(f.calls) == 2 and "A @ v" in repr(f)
+    scalar = checks.SuiteFunction(lambda x: x.sum(), "sum")(np.array([1.0, 2.0]))
+    assert isinstance(scalar, np.float64) and scalar == 3.0
+    assert hasattr(checks.SuiteFunction(lambda x: x.sum(), "sum")(torch.tensor([1.0])), "item")
+
+
+def test_exact_fisher_equals_the_kl_hessian():
+    policy = checks.Policy("gaussian", [[1.0, -0.5], [0.5, 2.0]], 2)
+    theta = np.array([0.2, -0.1, 0.4, 0.3, -0.5, 0.25])
+    F, magnitude = checks.exact_fisher(policy, theta)
+    t0 = torch.tensor(theta)
+    H = torch.autograd.functional.hessian(lambda t: kl_divergence(policy(t0), policy(t)).mean(), t0)
+    assert np.allclose(F, H.numpy(), rtol=0, atol=1e-13) and np.all(magnitude >= np.abs(F) - 1e-15)
+
+
+def test_line_search_scenarios_know_their_answers():
+    beta, u = 0.5, 2.0**-53
+    assert [s.expected(beta, u)[0] for s in checks.LINE_SEARCH_KNOWN] == [0.5, 0.5, 0.25, 1.0]
+    assert all(s.expected(beta, u) == (None, True) for s in checks.LINE_SEARCH_FAILURES)
+    assert checks.LINE_SEARCH_KNOWN[0].expected(0.8, u)[0] == pytest.approx(0.8**3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(checks.scenarios(failing=True))
+def test_failing_scenarios_have_no_qualifying_trial(scenario):
+    t, _ = scenario.expected(0.5, 2.0**-53)
+    assert t is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(checks.spd_matrices())
+def test_spd_matrices_are_spd_within_their_condition_number(A):
+    lam_min, lam_max, kappa = checks.condition(A)
+    assert np.allclose(A, A.T) and lam_min > 0 and kappa <= 1.01e6
+
+
+def test_natural_step_error_bounds_grow_with_conditioning_and_the_declared_stop():
+    easy, hard = np.eye(3), np.diag([1.0, 10.0, 100.0])
+    assert checks.natural_step_errors(easy, 2.0**-53) < checks.natural_step_errors(hard, 2.0**-53)
+    loose = checks.natural_step_errors(easy, 2.0**-53, g_norm=1.0, stop=1e-10)
+    assert loose[0] >= 1e-5
+
+
+# ---------------------------------------------------------------------------------------------
+# conventions and verdicts
+
+
+class _Candidate:
+    """A candidate object built from the reference with chosen conventions."""
+
+    __file__ = __file__  # the loader looks for an adapter's .xfail file beside the object's module file
+
+    def __init__(self, conventions, **ops):
+        self.RLSPEC_CONVENTIONS = conventions
+        for name, fn in ops.items():
+            setattr(self, name, fn)
+
+
+def test_declared_damping_and_backtrack_factor_are_checked_exactly():
+    damped = _Candidate({"damping": 0.1, "backtrack_factor": 0.8},
+                        natural_step=lambda grad, fvp, max_kl, cg_iters: ref.natural_step(grad, fvp, max_kl, cg_iters, damping=0.1),
+                        line_search=lambda **kw: ref.line_search(**kw, backtrack_factor=0.8),
+                        fisher_vector_product=lambda policy, params, v: ref.fisher_vector_product(policy, params, v, damping=0.1))
+    run = run_conformance(from_object(damped), clauses=["trpo"])
+    assert run.ok, [(r.id, r.message) for r in run.failures]
+    # the same candidate declaring nothing fails exactly where the constants matter
+    undeclared = from_object(_Candidate({}, natural_step=damped.natural_step, line_search=damped.line_search,
+                                        fisher_vector_product=damped.fisher_vector_product))
+    run = run_conformance(undeclared, clauses=["trpo"])
+    failed = {r.id for r in run.failures}
+    assert {"TRPO-FVP-EQUALS-FISHER", "TRPO-NATURAL-STEP-KL-BUDGET", "TRPO-LINE-SEARCH-RULE"} <= failed
+    assert "declare RLSPEC_CONVENTIONS['backtrack_factor'] = 0.8" in run["TRPO-LINE-SEARCH-RULE"].cause
+
+
+def test_a_bad_convention_value_is_reported():
+    bad = from_object(_Candidate({"damping": -1}, natural_step=ref.natural_step))
+    result = run_conformance(bad, clauses=["TRPO-NATURAL-STEP-KL-BUDGET"])["TRPO-NATURAL-STEP-KL-BUDGET"]
+    assert result.status == "fail" and "damping" in result.message
+
+
+def test_a_step_that_is_nan_is_an_error_not_a_failure():
+    nan_step = from_object(_Candidate({}, natural_step=lambda grad, fvp, max_kl, cg_iters: grad * np.nan))
+    assert run_conformance(nan_step, clauses=["TRPO-NATURAL-STEP-DIRECTION"])["TRPO-NATURAL-STEP-DIRECTION"].status == "error"
+
+
+def test_a_line_search_returning_the_wrong_shape_is_an_error():
+    short = from_object(_Candidate({}, line_search=lambda surrogate, kl, x0, fullstep, max_kl, max_backtracks: x0[:1]))
+    assert run_conformance(short, clauses=["TRPO-LINE-SEARCH-RULE"])["TRPO-LINE-SEARCH-RULE"].status == "error"
+
+
+def test_failure_messages_show_the_trials():
+    mutant = from_object(_Candidate({}, line_search=lambda surrogate, kl, x0, fullstep, max_kl, max_backtracks: x0 + fullstep))
+    result = run_conformance(mutant, clauses=["TRPO-LINE-SEARCH-RULE"])["TRPO-LINE-SEARCH-RULE"]
+    assert result.status == "fail" and "kl > max_kl" in result.message and "E3" in result.cause
+
+
+@given(st.just(None))
+@settings(max_examples=1, deadline=None)
+def test_every_known_answer_is_robust(_):
+    """Every known answer is far from a tie under the default conventions (so it catches on every seed)."""
+    for scenario in checks.LINE_SEARCH_KNOWN + checks.LINE_SEARCH_FAILURES:
+        assert scenario.expected(0.5, 2.0**-24)[1]
+    for problem in checks.UPDATE_KNOWN + checks.KL_DIRECTION_KNOWN:
+        assert checks.Oracle(problem.rounded(np.float32), 0.0, 0.5, 2.0**-24).expected()[1]
