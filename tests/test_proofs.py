@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae
+from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae, gridworld
 from rlspec.spec.proofs.core import ProofResult, combine, identity
 from rlspec.spec.proofs import gaussian, trpo
 
@@ -58,6 +58,14 @@ WRONG = {
     "kl.k1_k3_unbiased": dict(k3=lambda x: sp.exp(-x) - 1 + x),
     # k2 without its factor 1/2
     "kl.k2_second_order": dict(k2=lambda x: x**2),
+    # gridworld: the TD error without gamma on the bootstrap
+    "gridworld.td_error_is_advantage": dict(td_error=lambda r, v_next, v: r + v_next - v),
+    # the time limit treated as terminal: no bootstrap there (bugs.md B4)
+    "gridworld.expected_gae_exact_critic": dict(limit=lambda critic: [0, 0]),
+    # the trace decays by lambda alone (bugs.md B7's class)
+    "gridworld.lambda_one_critic_cancels": dict(trace=lambda: gridworld.lam),
+    # TRPO's local surrogate: the old policy's occupancy in place of the new one's
+    "gridworld.performance_difference": dict(occupancy=lambda old, new: gridworld.discounted_occupancy(old)),
     # TRPO: the step size without the factor 2 of the quadratic model, sqrt(delta / g'F^-1 g)
     "trpo.step_size_meets_budget": dict(step=lambda g, F, delta: trpo.natural_step_formula(g, F, delta / 2)),
     # the categorical Fisher without its -p p' term

@@ -4,7 +4,7 @@ bugs.md B8)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-COLUMNS-INDEPENDENT"], "bug": "environments interleaved (B8 class)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-COLUMNS-INDEPENDENT", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "environments interleaved (B8 class)"}
 
 
 def _gae_1d(r, v, nv, term, trunc, gamma, lam):

@@ -3,7 +3,7 @@ so every cut lands one step late (bugs.md B1, SB3 #105; B13 RoboVerse #814)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP", "GAE-SEED-EXAMPLE"], "bug": "B1 sb3-dones-current-vs-last"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP", "GAE-SEED-EXAMPLE", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "B1 sb3-dones-current-vs-last"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -3,7 +3,7 @@ of A_{t+1}: the classic reversed-loop slip."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-BACKWARD-RECURSION"], "bug": "recursion in the wrong direction"}
+RLSPEC_MUTANT = {"clauses": ["GAE-BACKWARD-RECURSION", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "recursion in the wrong direction"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

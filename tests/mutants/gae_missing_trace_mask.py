@@ -3,7 +3,7 @@ across every episode end (seed 000 §3.3: "Forgetting the second one is a real b
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY"], "bug": "missing trace mask (seed 000 §3.3)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "missing trace mask (seed 000 §3.3)"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -4,7 +4,7 @@ correction term is left in (it vanishes only for infinite horizons)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-LAMBDA-MIXTURE"], "bug": "finite-horizon correction dropped (seed 001)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-LAMBDA-MIXTURE", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "finite-horizon correction dropped (seed 001)"}
 
 
 def _column(r, v, nv, term, trunc, gamma, lam):

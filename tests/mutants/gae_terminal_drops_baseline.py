@@ -3,7 +3,7 @@ is dropped (bugs.md B12, ElegantRL #183)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP"], "bug": "B12 elegantrl-gae-masks-the-baseline"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "B12 elegantrl-gae-masks-the-baseline"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

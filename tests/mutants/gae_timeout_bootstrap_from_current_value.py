@@ -3,7 +3,7 @@ observation is gone after the auto-reset (bugs.md B6: rl_games, rsl_rl)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP"], "bug": "B6 timeout-bootstrap-uses-V(s_t)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "B6 timeout-bootstrap-uses-V(s_t)"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

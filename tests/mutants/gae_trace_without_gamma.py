@@ -3,7 +3,7 @@ slip that only shows when gamma < 1."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-MONTE-CARLO-AT-LAMBDA-1"], "bug": "gamma missing from the trace factor"}
+RLSPEC_MUTANT = {"clauses": ["GAE-MONTE-CARLO-AT-LAMBDA-1", "GRID-GAE-EXPECTATION-CLOSED-FORM", "GRID-GAE-LAMBDA-ONE-CRITIC-CANCELS"], "bug": "gamma missing from the trace factor"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -3,7 +3,7 @@ the trace (bugs.md B7, Brax's PPO advantage; Stoix #142)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TD-ERROR-AT-LAMBDA-0"], "bug": "B7 brax-ppo-advantage-not-gae"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TD-ERROR-AT-LAMBDA-0", "GRID-GAE-EXPECTATION-CLOSED-FORM"], "bug": "B7 brax-ppo-advantage-not-gae"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

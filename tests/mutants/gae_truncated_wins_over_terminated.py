@@ -3,7 +3,7 @@
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP"], "bug": "truncated checked before terminated"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TERMINAL-NO-BOOTSTRAP", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "truncated checked before terminated"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -4,7 +4,7 @@ bootstrap from V(final observation) is dropped (wrong)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP", "GAE-SEED-EXAMPLE-TRUNCATED"], "bug": "B4 truncation-as-termination"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP", "GAE-SEED-EXAMPLE-TRUNCATED", "GRID-GAE-EXPECTATION-EXACT-CRITIC", "GRID-PERFORMANCE-DIFFERENCE"], "bug": "B4 truncation-as-termination"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

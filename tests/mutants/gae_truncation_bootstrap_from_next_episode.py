@@ -4,7 +4,7 @@ historical ml-agents PR #574). The trace is cut correctly."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP"], "bug": "B5 skrl-truncation-handling (bootstrap from the next episode)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-TRUNCATION-BOOTSTRAP", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "B5 skrl-truncation-handling (bootstrap from the next episode)"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -3,7 +3,7 @@ trace runs on into the next episode (bugs.md B5, skrl #224 in v1.3.0)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY"], "bug": "B5 skrl-truncation-handling (truncation does not end the trace)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "B5 skrl-truncation-handling (truncation does not end the trace)"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -3,7 +3,7 @@ does in its advantage helper, so the output no longer scales with the rewards.""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-LINEARITY"], "bug": "advantages normalised inside gae"}
+RLSPEC_MUTANT = {"clauses": ["GAE-LINEARITY", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "advantages normalised inside gae"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
