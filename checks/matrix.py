@@ -55,8 +55,9 @@ def adapters() -> list[str]:
 # one adapter, in the interpreter that has its library (``python -m rlspec.checks.matrix NAME``)
 
 
-def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1) -> dict:
-    """Check adapter ``name`` and each of its VARIANTS here; a JSON-ready dict."""
+def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1, clauses=None) -> dict:
+    """Check adapter ``name`` and each of its VARIANTS here (``clauses``: a selection, for tests);
+    a JSON-ready dict."""
     import importlib
     import platform
     import traceback
@@ -75,7 +76,7 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     candidates = []
     for spec in specs:
         candidate = load(spec)
-        run = run_conformance(spec, profile=profile, seed=seed, isolate=True, workers=workers)
+        run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers)
         variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec else ""
         candidates.append({
             "candidate": spec,

@@ -92,3 +92,33 @@ def test_unknown_adapter_and_bad_python_are_usage_errors(tmp_path, capsys):
 def test_an_interpreter_that_cannot_run_is_reported(tmp_path):
     report = matrix._run_elsewhere("sb3", str(tmp_path / "no-python"), "quick", 0)
     assert report["available"] is False and "cannot run" in report["reason"]
+
+
+def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
+    """An importable adapter module (here a stand-in built from the reference and a mutant) is
+    checked with each of its VARIANTS; version, conventions and xfail travel with the verdicts."""
+    import sys
+    import types
+
+    from rlspec.checks.loader import load
+
+    reference, mutant = load("reference"), load(MUTANT)
+    import importlib.machinery
+
+    fake = types.ModuleType("rlspec.checks.adapters.fakelib")
+    fake.__spec__ = importlib.machinery.ModuleSpec("rlspec.checks.adapters.fakelib", None)
+    fake.__file__ = str(tmp_path / "fakelib.py")  # no fakelib.xfail beside it
+    fake.gae = reference.operations["gae"]
+    fake.RLSPEC_VERSION = "fakelib 1.2"
+    fake.RLSPEC_CONVENTIONS = {"bounds": (0, 1)}
+    fake.terminal = types.SimpleNamespace(__doc__="the  truncation-as-terminal\n mutant", gae=mutant.operations["gae"])
+    fake.VARIANTS = ("terminal",)
+    monkeypatch.setitem(sys.modules, "rlspec.checks.adapters.fakelib", fake)
+    report = matrix.check_adapter("fakelib", profile="quick", clauses="GAE-SEED-EXAMPLE,GAE-SEED-EXAMPLE-TRUNCATED")
+    assert report["available"] is True
+    base, variant = report["candidates"]
+    assert (base["candidate"], variant["candidate"], variant["variant"]) == ("fakelib", "fakelib:terminal", "terminal")
+    assert base["version"] == "fakelib 1.2" and base["conventions"] == {"bounds": [0, 1]}
+    assert variant["description"] == "the truncation-as-terminal mutant"
+    assert [c["status"] for c in base["run"]["clauses"]] == ["pass", "pass"]
+    assert [c["status"] for c in variant["run"]["clauses"]] == ["pass", "fail"]

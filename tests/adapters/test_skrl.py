@@ -190,7 +190,8 @@ def test_trpo_update_is_for_gaussian_policies_only():
     features = rng.normal(size=(6, 3))
     gaussian = ref.linear_diag_gaussian(features, 2)
     params = torch.tensor(rng.normal(size=gaussian.n_params) * 0.1)
-    with torch.no_grad():
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(0)
         actions = gaussian(params).sample()
     advantages, v = torch.tensor(rng.normal(size=6)), torch.tensor(rng.normal(size=gaussian.n_params))
     assert torch.allclose(skrl.fisher_vector_product(gaussian, params, v),
