@@ -143,3 +143,22 @@ def test_torch_candidates_receive_tensors():
     candidate = _Candidate(diag_gaussian_log_prob=log_prob)
     candidate.RLSPEC_ARRAY = "torch"
     assert run_conformance(from_object(candidate), clauses=["gaussian"]).ok and seen[0] is torch.Tensor
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnoses
+
+
+def test_diagnoses_name_the_specific_mistake_or_fall_back():
+    no_log_sigma = lambda mean, log_std, action: np.sum(checks.gaussian_terms(mean, log_std, action) + log_std, axis=-1)
+    result = run_conformance(from_object(_Candidate(diag_gaussian_log_prob=no_log_sigma)), clauses=["GAUSS-DIAG-LOG-PROB-CLOSED-FORM"])
+    assert "normalising term" in result["GAUSS-DIAG-LOG-PROB-CLOSED-FORM"].cause
+    log_density_at_mean = lambda log_std: np.sum(0.5 * checks.LOG_2PI + log_std, axis=-1)
+    result = run_conformance(from_object(_Candidate(diag_gaussian_entropy=log_density_at_mean)), clauses=["GAUSS-ENTROPY"])
+    assert "1/2 of 1/2 log(2 pi e)" in result["GAUSS-ENTROPY"].cause
+    shifted = lambda mean, log_std, pre_tanh: ref.tanh_gaussian_log_prob(mean, log_std, pre_tanh) + 0.1
+    result = run_conformance(from_object(_Candidate(tanh_gaussian_log_prob=shifted)), clauses=["TANH-LOG-PROB-CHANGE-OF-VARIABLES"])
+    assert result["TANH-LOG-PROB-CHANGE-OF-VARIABLES"].status == "fail"
+    scaled = lambda mean, log_std, pre_tanh, low, high: ref.scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high) + 0.1
+    result = run_conformance(from_object(_Candidate(scaled_tanh_gaussian_log_prob=scaled)), clauses=["TANH-SCALED-BOUNDS"])
+    assert result["TANH-SCALED-BOUNDS"].status == "fail" and result["TANH-SCALED-BOUNDS"].cause

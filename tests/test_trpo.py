@@ -100,7 +100,7 @@ def test_the_categorical_policy_pins_the_last_logit_and_matches_softmax():
     assert isinstance(dist, torch.distributions.Categorical) and policy.n_params == 4
 
 
-@pytest.mark.parametrize("problem", checks.KL_DIRECTION_KNOWN, ids=["categorical", "gaussian-std-grows", "gaussian-std-shrinks"])
+@pytest.mark.parametrize("problem", checks.KL_DIRECTION_KNOWN, ids=["gaussian-std-grows", "categorical", "gaussian-std-shrinks"])
 def test_kl_direction_inputs_separate_the_two_directions(problem):
     """The known answers of TRPO-LINE-SEARCH-KL-DIRECTION: at the full step one KL is above max_kl and the
     other below, both by a wide margin, so the two acceptance tests return different points."""
@@ -109,7 +109,7 @@ def test_kl_direction_inputs_separate_the_two_directions(problem):
     forward, reverse = float(oracle.kl(full)), float(oracle.reverse_kl(full))
     assert min(forward, reverse) < 0.8 * problem.max_kl and max(forward, reverse) > 1.2 * problem.max_kl
     t, robust, rows = oracle.expected()
-    assert robust and t != checks.reverse_rule_trial(rows, problem.max_kl)
+    assert robust and t != checks.reverse_rule_trial(oracle)[0]
 
 
 def test_reference_update_matches_the_oracle_on_the_known_problems():
@@ -244,3 +244,85 @@ def test_every_known_answer_is_robust(_):
         assert scenario.expected(0.5, 2.0**-24)[1]
     for problem in checks.UPDATE_KNOWN + checks.KL_DIRECTION_KNOWN:
         assert checks.Oracle(problem.rounded(np.float32), 0.0, 0.5, 2.0**-24).expected()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks' own branches: guards against fragile examples and the diagnoses
+
+
+def _context(candidate, clause_id, dtype=np.float64):
+    from rlspec.checks.engine import PROFILES, Context
+    from rlspec.spec import catalogue
+
+    return Context(candidate, catalogue.by_id(clause_id), PROFILES["quick"], 0, dtype)
+
+
+@pytest.mark.parametrize("conventions, word", [({"backtrack_factor": 1.5}, "backtrack_factor"),
+                                               ({"natural_step_cg_tol": "loose"}, "natural_step_cg_tol")])
+def test_other_bad_convention_values_are_reported(conventions, word):
+    bad = from_object(_Candidate(conventions, natural_step=ref.natural_step, line_search=ref.line_search))
+    clause = "TRPO-LINE-SEARCH-RULE" if "backtrack" in word else "TRPO-NATURAL-STEP-DIRECTION"
+    result = run_conformance(bad, clauses=[clause])[clause]
+    assert result.status == "fail" and word in result.message
+
+
+def test_a_fragile_line_search_example_is_set_aside():
+    """A trial whose KL sits on max_kl (up to rounding) has no definite answer: the example is not used."""
+    tie = checks.Scenario([0.0], [1.0], a=1.0, b=0.0, c=0.01, d=0.0, max_kl=0.01, max_backtracks=3)
+    ctx = _context(from_object(_Candidate({}, line_search=ref.line_search)), "TRPO-LINE-SEARCH-RULE")
+    assert checks.verify_line_search(ctx, tie) is False
+    accepting = checks.LINE_SEARCH_KNOWN[3]
+    assert checks.verify_line_search(ctx, accepting, only_failures=True) is False
+
+
+def test_line_search_diagnoses_a_missing_line_search_and_unknown_answers():
+    full = from_object(_Candidate({}, line_search=lambda surrogate, kl, x0, fullstep, max_kl, max_backtracks: x0 + fullstep))
+    ctx = _context(full, "TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
+    with pytest.raises(checks.ClauseFailure) as failure:
+        checks.verify_line_search(ctx, checks.LINE_SEARCH_FAILURES[1], only_failures=True)
+    assert "E2" in failure.value.cause
+    odd = from_object(_Candidate({}, line_search=lambda surrogate, kl, x0, fullstep, max_kl, max_backtracks: x0 + 0.3 * fullstep))
+    result = run_conformance(odd, clauses=["TRPO-LINE-SEARCH-RULE"])["TRPO-LINE-SEARCH-RULE"]
+    assert result.status == "fail" and result.cause  # the clause's likely cause when no diagnosis fits
+
+
+def test_fvp_without_a_recognised_mistake_falls_back_to_the_likely_cause():
+    scaled = lambda policy, params, v: 1.5 * ref.fisher_vector_product(policy, params, v)
+    result = run_conformance(from_object(_Candidate({}, fisher_vector_product=scaled)), clauses=["TRPO-FVP-EQUALS-FISHER"])
+    verdict = result["TRPO-FVP-EQUALS-FISHER"]
+    assert verdict.status == "fail" and "summed over the batch" in verdict.cause  # the clause's own likely cause
+
+
+def _no_line_search(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
+    theta0 = params.detach()
+    logp_old = policy(theta0).log_prob(actions).detach()
+    theta = theta0.clone().requires_grad_(True)
+    surrogate = (torch.exp(policy(theta).log_prob(actions) - logp_old) * advantages).mean()
+    (g,) = torch.autograd.grad(surrogate, theta)
+    return theta0 + ref.natural_step(g, lambda v: ref.fisher_vector_product(policy, theta0, v), max_kl, cg_iters)
+
+
+def test_update_diagnoses_a_missing_line_search_and_unknown_answers():
+    ctx = _context(from_object(_Candidate({}, trpo_update=_no_line_search)), "TRPO-UPDATE-TRUST-REGION")
+    with pytest.raises(checks.ClauseFailure) as failure:
+        checks.verify_update(ctx, checks.KL_DIRECTION_KNOWN[1])  # the full step breaks KL(old || new) there
+    assert "E2" in failure.value.cause
+    halfway = lambda **kw: kw["params"] + 0.3 * (_no_line_search(**kw) - kw["params"])
+    with pytest.raises(checks.ClauseFailure) as failure:
+        checks.verify_update(_context(from_object(_Candidate({}, trpo_update=halfway)), "TRPO-UPDATE-TRUST-REGION"),
+                             checks.UPDATE_KNOWN[0])
+    assert failure.value.cause == ""
+
+
+def test_the_kl_constraint_check_catches_a_reverse_kl_update():
+    from rlspec.checks.loader import load
+
+    mutant = load("tests/mutants/trpo_update_kl_new_old.py")
+    ctx = _context(mutant, "TRPO-LINE-SEARCH-KL-DIRECTION")
+    with pytest.raises(checks.ClauseFailure) as failure:
+        checks.verify_update(ctx, checks.KL_DIRECTION_KNOWN[1], constraint_only=True)
+    assert "KL(old || new) =" in failure.value.message and "KL(new || old)" in failure.value.cause
+    unchanged = from_object(_Candidate({}, trpo_update=lambda policy, params, actions, advantages, max_kl, cg_iters,
+                                       max_backtracks: params.clone()))
+    assert checks.verify_update(_context(unchanged, "TRPO-LINE-SEARCH-KL-DIRECTION"), checks.KL_DIRECTION_KNOWN[1],
+                                constraint_only=True)
