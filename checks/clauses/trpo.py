@@ -160,14 +160,25 @@ def spd_matrices(draw, *, n=st.integers(1, 8), max_condition: float = 1e6, scale
     return with_spectrum(s * eigenvalues, Q)
 
 
+def flush(a: np.ndarray) -> np.ndarray:
+    """Magnitudes below 1e-6 set to 0: a float32 run rounds the inputs, and a value that underflows there (or
+    runs into subnormals) tests the dtype, not the clause."""
+    return np.where(np.abs(a) < 1e-6, 0.0, a)
+
+
 def reals(low: float, high: float):
-    """Floats in [low, high] with magnitudes below 1e-6 flushed to 0: a float32 run rounds its inputs, and a
-    value that underflows there (or runs into subnormals) tests the dtype, not the clause."""
-    return st.floats(low, high, allow_subnormal=False).map(lambda x: 0.0 if abs(x) < 1e-6 else x)
+    """Floats in [low, high], flushed as above."""
+    return st.floats(low, high, allow_subnormal=False).map(lambda x: float(flush(np.float64(x))))
+
+
+def real_arrays(shape, low: float, high: float):
+    """float64 arrays of ``shape`` (an int, tuple or strategy) with elements in [low, high], flushed as above
+    (the flush is applied to the whole array: per-element mapped strategies draw several times slower)."""
+    return hnp.arrays(np.float64, shape, elements=st.floats(low, high, allow_subnormal=False)).map(flush)
 
 
 def vectors(n: int, *, max_abs: float = 10.0, min_norm: float = 1e-3):
-    return hnp.arrays(np.float64, n, elements=reals(-max_abs, max_abs)).filter(lambda v: np.linalg.norm(v) >= min_norm)
+    return real_arrays(n, -max_abs, max_abs).filter(lambda v: np.linalg.norm(v) >= min_norm)
 
 
 def condition(A: np.ndarray) -> tuple[float, float, float]:
@@ -397,10 +408,10 @@ def fvp_equals_fisher(ctx):
         kind = draw(st.sampled_from(["categorical", "gaussian"]), label="family")
         B, m = draw(st.integers(1, 4), label="B"), draw(st.integers(1, 3), label="m")
         size = draw(st.integers(2, 4) if kind == "categorical" else st.integers(1, 3), label="actions / dims")
-        features = draw(hnp.arrays(np.float64, (B, m), elements=reals(-2.0, 2.0)), label="features")
+        features = draw(real_arrays((B, m), -2.0, 2.0), label="features")
         policy = Policy(kind, features, size)
-        theta = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-1.5, 1.5)), label="params")
-        v = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-2.0, 2.0)), label="v")
+        theta = draw(real_arrays(policy.n_params, -1.5, 1.5), label="params")
+        v = draw(real_arrays(policy.n_params, -2.0, 2.0), label="v")
         return policy, theta, v
 
     ctx.property(cases(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
@@ -735,7 +746,7 @@ LINE_SEARCH_FAILURES = [
 @st.composite
 def scenarios(draw, *, failing: bool = False):
     n = draw(st.integers(1, 4), label="n")
-    x0 = draw(hnp.arrays(np.float64, n, elements=reals(-4.0, 4.0)), label="x0")
+    x0 = draw(real_arrays(n, -4.0, 4.0), label="x0")
     f = draw(vectors(n, max_abs=4.0, min_norm=1e-2), label="fullstep")
     max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
     max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
@@ -996,15 +1007,15 @@ def update_problems(draw, families=("categorical", "gaussian")):
     kind = draw(st.sampled_from(families), label="family")
     B, m = draw(st.integers(2, 5), label="B"), draw(st.integers(1, 2), label="m")
     size = draw(st.integers(2, 3) if kind == "categorical" else st.integers(1, 2), label="actions / dims")
-    features = draw(hnp.arrays(np.float64, (B, m), elements=reals(-1.5, 1.5)), label="features")
+    features = draw(real_arrays((B, m), -1.5, 1.5), label="features")
     assume(np.linalg.matrix_rank(features) == m)
     policy = Policy(kind, features, size)
-    theta0 = draw(hnp.arrays(np.float64, policy.n_params, elements=reals(-1.0, 1.0)), label="params")
+    theta0 = draw(real_arrays(policy.n_params, -1.0, 1.0), label="params")
     if kind == "categorical":
         actions = draw(hnp.arrays(np.int64, B, elements=st.integers(0, size - 1)), label="actions")
     else:
-        actions = draw(hnp.arrays(np.float64, (B, size), elements=reals(-2.0, 2.0)), label="actions")
-    advantages = draw(hnp.arrays(np.float64, B, elements=reals(-2.0, 2.0)), label="advantages")
+        actions = draw(real_arrays((B, size), -2.0, 2.0), label="actions")
+    advantages = draw(real_arrays(B, -2.0, 2.0), label="advantages")
     assume(np.abs(advantages).max() > 0.1)
     max_kl = 10.0 ** draw(st.floats(-3.0, 0.0), label="log10 max_kl")
     max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
