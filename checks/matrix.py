@@ -3,6 +3,7 @@
     rlspec matrix                                           # every adapter, in this interpreter
     rlspec matrix --python sb3=/tmp/venvs/sb3/bin/python --python skrl=/tmp/venvs/skrl/bin/python
     rlspec matrix --from-json docs/conformance.json         # re-render the documents, check nothing
+    rlspec matrix --adapters skrl --update docs/conformance.json   # re-check one library, keep the rest
 
 Libraries pin conflicting dependencies, so each adapter may run in an interpreter of its own
 (``--python ADAPTER=PATH``, an environment where the library and rlspec are installed). For each
@@ -22,12 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SCHEMA = 1
@@ -105,6 +102,9 @@ def _plain(value):
 def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
     """``python -m rlspec.checks.matrix name`` in another interpreter; its JSON document (written
     to a file: a library may print to stdout while it imports)."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="rlspec-matrix-") as tmp:
         target = Path(tmp) / f"{name}.json"
         command = [python, "-m", "rlspec.checks.matrix", name, "--profile", profile, "--seed", str(seed), "--json", str(target)]
@@ -112,7 +112,8 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
         except OSError as exc:
-            return {"adapter": name, "python": python, "available": False, "reason": f"cannot run {python}: {exc}", "candidates": []}
+            reason = f"cannot run {python}: {exc}"
+            return {"adapter": name, "python": python, "available": False, "reason": reason, "candidates": []}
         if done.returncode != 0 or not target.is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
             return {"adapter": name, "python": python, "available": False,
@@ -261,6 +262,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="adapters checked at the same time")
     parser.add_argument("--out", default="docs", metavar="DIR", help="where conformance.md and .json go (default docs)")
     parser.add_argument("--from-json", metavar="FILE", help="re-render the Markdown from this merged JSON; check nothing")
+    parser.add_argument("--update", metavar="FILE",
+                        help="keep the other adapters' results from this merged JSON; re-check only --adapters")
     parser.add_argument("--require", metavar="NAMES",
                         help="comma-separated adapters that must be installed: exit 2 if one is not")
 
@@ -295,8 +298,17 @@ def run(args) -> int:
         print(f"matrix: {name} done in {time.perf_counter() - started:.0f} s: {state}", flush=True)
         return report
 
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         reports = list(pool.map(one, chosen))
+    if args.update:
+        previous = json.loads(Path(args.update).read_text(encoding="utf-8"))
+        if (previous["profile"], previous["seed"]) != (args.profile, args.seed):
+            print(f"rlspec: {args.update} is profile {previous['profile']} seed {previous['seed']}; "
+                  f"this run is profile {args.profile} seed {args.seed}", file=sys.stderr)
+            return 2
+        reports += [r for r in previous["adapters"] if r["adapter"] not in chosen]
     matrix = merge(reports, profile=args.profile, seed=args.seed)
     json_path, md_path = write(matrix, Path(args.out))
     print(f"wrote {md_path} and {json_path}")

@@ -23,10 +23,12 @@ def _candidate(spec, run, *, variant=None, version="lib 1.0"):
 def merged():
     good = run_conformance("reference", clauses="GAE-SEED-EXAMPLE,GAE-SEED-EXAMPLE-TRUNCATED,RETURNS-REWARD-TO-GO")
     bad = run_conformance(MUTANT, clauses="GAE-SEED-EXAMPLE,GAE-SEED-EXAMPLE-TRUNCATED,RETURNS-REWARD-TO-GO")
-    declared = run_conformance(MUTANT, clauses="GAE-SEED-EXAMPLE-TRUNCATED", xfail={"GAE-SEED-EXAMPLE-TRUNCATED": "by design, https://x"})
+    declared = run_conformance(MUTANT, clauses="GAE-SEED-EXAMPLE-TRUNCATED",
+                               xfail={"GAE-SEED-EXAMPLE-TRUNCATED": "by design, https://x"})
     reports = [
         {"adapter": "zlib", "available": False, "reason": "ModuleNotFoundError: No module named 'zlib_rl'", "candidates": []},
-        {"adapter": "alib", "available": True, "candidates": [_candidate("alib", good), _candidate("alib:truncation_as_terminal", bad, variant="truncation_as_terminal")]},
+        {"adapter": "alib", "available": True, "candidates": [
+            _candidate("alib", good), _candidate("alib:truncation_as_terminal", bad, variant="truncation_as_terminal")]},
         {"adapter": "blib", "available": True, "candidates": [_candidate("blib", declared)]},
     ]
     return matrix.merge(reports, profile="quick", seed=0)
@@ -122,3 +124,12 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     assert variant["description"] == "the truncation-as-terminal mutant"
     assert [c["status"] for c in base["run"]["clauses"]] == ["pass", "pass"]
     assert [c["status"] for c in variant["run"]["clauses"]] == ["pass", "fail"]
+
+
+def test_update_rechecks_some_adapters_and_keeps_the_rest(tmp_path, merged, capsys):
+    (tmp_path / "m.json").write_text(json.dumps({**merged, "profile": "ci"}))
+    code = main(["matrix", "--adapters", "sb3", "--update", str(tmp_path / "m.json"), "--out", str(tmp_path)])
+    kept = json.loads((tmp_path / "conformance.json").read_text())
+    assert code == 0 and [r["adapter"] for r in kept["adapters"]] == ["alib", "blib", "sb3", "zlib"]
+    assert main(["matrix", "--adapters", "sb3", "--update", str(tmp_path / "m.json"), "--profile", "quick",
+                 "--out", str(tmp_path)]) == 2

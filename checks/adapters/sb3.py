@@ -29,9 +29,9 @@ What each operation drives (paths in ``site-packages/stable_baselines3``):
   gymnasium gridworld: SB3's own ``learn()`` end to end (rollouts, GAE, the clipped update), with a
   linear policy and critic on the one-hot observation (a table, learning rate 0.1, as the reference
   trainer uses); the episode returns are the ``Monitor``'s.
-- ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy`` / ``tanh_gaussian_log_prob``: ``DiagGaussianDistribution`` and
-  ``SquashedDiagGaussianDistribution.log_prob(tanh(u), gaussian_actions=u)`` (the call SAC makes),
-  in float32 as SB3's policies run.
+- ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy`` / ``tanh_gaussian_log_prob``:
+  ``DiagGaussianDistribution`` and ``SquashedDiagGaussianDistribution.log_prob(tanh(u),
+  gaussian_actions=u)`` (the call SAC makes), in float32 as SB3's policies run.
 
 Precision: the rollout buffer stores everything as float32 (``buffers.py`` ``reset()``), so GAE
 and the PPO losses are computed in single precision whatever the input dtype; the adapter declares

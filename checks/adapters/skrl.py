@@ -571,8 +571,8 @@ class _GaussianHead(GaussianMixin, Model):
     """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored)."""
 
     def __init__(self, mean, log_std):
-        Model.__init__(self, observation_space=_OBSERVATION, action_space=gymnasium.spaces.Box(-np.inf, np.inf, (mean.shape[-1],)),
-                       device="cpu")
+        actions = gymnasium.spaces.Box(-np.inf, np.inf, (mean.shape[-1],))
+        Model.__init__(self, observation_space=_OBSERVATION, action_space=actions, device="cpu")
         GaussianMixin.__init__(self, clip_actions=False, clip_log_std=False, reduction="sum")
         self._mean, self._log_std = mean, log_std
 

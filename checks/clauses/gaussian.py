@@ -382,7 +382,7 @@ QUADRATURE_KNOWN = [(0.0, 0.0), (1.5, -0.5), (-2.0, 0.7), (0.3, -2.0)]  # (mean,
 
 
 def quadrature(ctx, means, log_stds):
-    """(integral, bound, call) for a D-dimensional product grid (D = len(means))."""
+    """(integral, bound, call, pointwise diagnosis) for a D-dimensional product grid (D = len(means))."""
     axes = [m + math.exp(s) * GRID for m, s in zip(means, log_stds)]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(means))  # (49^D, D)
     mean = np.broadcast_to(np.asarray(means, dtype=np.float64), points.shape).copy()
@@ -396,7 +396,7 @@ def quadrature(ctx, means, log_stds):
     pointwise = tanh_tolerance(mean, log_std, points, call.unit_roundoff)
     weights = h * np.exp(exact + jacobian)  # h N(u_i): what each exact term contributes
     bound = float(np.sum(weights * 1.01 * pointwise)) + (len(out) + 3) * call.unit_roundoff * abs(integral) + 1e-30
-    return integral, bound, call
+    return integral, bound, call, tanh_diagnose(out, mean, log_std, points, pointwise)
 
 
 @check("TANH-DENSITY-INTEGRATES-TO-ONE")
@@ -404,14 +404,14 @@ def tanh_integrates_to_one(ctx):
     """The squashed density integrates to 1 over (-1, 1) (1-D quadrature; also a 2-D product grid)."""
 
     def verify(means, log_stds):
-        integral, bound, call = quadrature(ctx, means, log_stds)
+        integral, bound, call, pointwise = quadrature(ctx, means, log_stds)
         gauss_only = float(np.prod([np.sum(0.5 * math.exp(s) * np.exp(-0.5 * GRID**2 - 0.5 * LOG_2PI)
                                            * np.exp(log_sech2(m + math.exp(s) * GRID))) for m, s in zip(means, log_stds)]))
         assert_close(np.array([integral]), np.array([1.0]), np.array([bound]),
                      what=f"integral of exp(tanh_gaussian_log_prob) over a in (-1, 1)^{len(means)} (mean {list(means)}, log_std {list(log_stds)})",
                      call=f"{call.code[:300]}... on the grid u = mean + exp(log_std) (-12, -11.5, ..., 12)",
                      diagnose=lambda a: (f"the integral is E[sech^2 u] = {gauss_only:.6g}: the Jacobian term is missing"
-                                         if matches(a, gauss_only, 1e-6) else ""),
+                                         if matches(a, gauss_only, 1e-6) else pointwise),
                      cause="the log-density is not a density of a: its Jacobian term is missing or evaluated at the wrong point")
 
     for mean, log_std in QUADRATURE_KNOWN:

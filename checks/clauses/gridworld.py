@@ -607,7 +607,7 @@ def train_ppo_improves(ctx):
     if not average >= needed:
         raise ClauseFailure(
             f"mean return of the last {LAST} episodes, averaged over {len(seeds)} seeds: expected at least {needed:.4f} "
-            f"(half-way from the uniform policy's {uniform:.4f} to the best {best:.4f}, exact), got {average:.4f}",
+            f"(half-way from the uniform policy's {uniform:.4f} to the best {best:.4f}, by dynamic programming), got {average:.4f}",
             table=yardstick(), call=call, cause="training improves too little within the budget")
 
 
@@ -654,10 +654,13 @@ def actor_critic_expectation(ctx):
         pairs = np.unique(pair)
         actual = np.bincount(pair, weights=prob * delta)[pairs]
         expected = expected_sa.ravel()[pairs]
-        # tolerances: per sample |delta_hat - delta| <= 8 u m (pg.py's bound: 6 roundings in delta and
-        # its inputs, 2 in the gradient and the division by the scale), doubled as there, plus the
-        # same at u64 for rounding the exact inputs to float64; m = |r| + gamma |V'| (not terminal) + |V|.
-        # The P-weighted sum of n <= 3 terms: (n + 2) u64 sum P |delta|, and u64 |E| for the exact value.
+        # tolerances, with m = |r| + gamma |V'| (not terminal) + |V| per sample and |delta| <= m:
+        # * the candidate's gradient is within 8 u s m of -s delta (checks/clauses/pg.py: 6 roundings in
+        #   delta and its inputs' rounding to u, 2 in the gradient); dividing by s = fl(1/B) adds
+        #   2 u |delta|: 16 u m covers both;
+        # * rounding the exact inputs (V^pi, -0.04, 0.99) to float64 first: 6 u64 m, taken as 8 u64 m;
+        # * the suite's P-weighted sum of n <= 3 terms in float64, each P rounded once: (2 n - 1) u64
+        #   sum P |delta| <= 5 u64 sum P |delta|; and u64 |E| for rounding the exact expectation.
         m = np.abs(rounded["rewards"]) + WORLD.gamma * np.where(args["terminated"], 0.0, np.abs(rounded["next_values"])) \
             + np.abs(rounded["values"])
         per_sample = (16 * call.unit_roundoff + 8 * U64) * m
@@ -710,7 +713,7 @@ def gridworld_notes(clause_id: str) -> str:
         return (f"{common} The env (rlspec.checks.gridworld_env.GridworldEnv, a gymnasium.Env) truncates an episode "
                 f"after {w.time_limit} steps. Budget {TRAIN_ITERATIONS} iterations; training seeds {list(QUICK_SEEDS)} "
                 f"at quick, more at ci and thorough; gain of at least {MARGIN:g} per seed (last {LAST} vs first {FIRST} "
-                f"episodes). Exact expected episode returns over {w.time_limit} steps: uniform policy {uniform:.4f}, best "
+                f"episodes). Expected episode returns over {w.time_limit} steps, by dynamic programming: uniform policy {uniform:.4f}, best "
                 f"policy {best:.4f}, so the last {LAST} must average at least {required_final_return():.4f}.")
     if clause_id == "GRID-ACTOR-CRITIC-TD-EXPECTATION":
         return (f"{common} One batch of every transition (s, a, s') with s non-terminal and P(s'|s,a) > 0: "

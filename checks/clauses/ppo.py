@@ -934,8 +934,8 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
         epochs = int(result["epochs"])
     except (TypeError, ValueError):
         raise CandidateError(f"ppo_update's epochs is {describe(result['epochs'])}; expected an int") from None
-    single = np.dtype(ctx.dtype) == np.float32 or ctx.candidate.precision is not None
-    u = float(np.finfo(np.float32 if single else np.float64).eps) / 2
+    declared = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}.get(ctx.candidate.precision or "", 0.0)
+    u = max(float(np.finfo(ctx.dtype).eps) / 2, declared)  # the precision the candidate computes in
     batch64 = {k: v.detach().cpu().double().numpy() if v.is_floating_point() else v.numpy() for k, v in batch.items()}
     return UpdateRun(case, config, optimizer, batch64, ratios, indices, approx_kl, epochs, code, u)
 

@@ -18,7 +18,9 @@ Declared conventions (a candidate's ``RLSPEC_CONVENTIONS``), each checked exactl
 * ``backtrack_factor`` (default 0.5): the line search tries ``x0 + backtrack_factor^k fullstep``
   (Tianshou and sb3-contrib: 0.8);
 * ``line_search_kl``: ``"strict"`` (``kl < max_kl``) or the default ``kl <= max_kl``; the checks keep every
-  trial's KL away from max_kl, so both pass.
+  trial's KL away from max_kl, so both pass;
+* ``natural_step_cg_tol`` (default 0): the r'r at which the candidate's own CG inside natural_step /
+  trpo_update stops (libraries: 1e-10); the step's error bounds then include sqrt(tol) / |g|.
 
 Not conventions: a line search that tests KL(new || old) (sb3-contrib) constrains a different
 divergence and can accept steps outside the TRPO trust region; a fixed-size natural step
@@ -977,8 +979,10 @@ def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False)
         if t_expected is None and np.any(moved):
             last = beta ** (problem.max_backtracks - 1)
             if matches(actual, problem.theta0 + last * oracle.step, oracle.tolerance(last, problem.max_backtracks - 1)):
-                return ("no trial qualified, yet the last rejected trial was kept: theta0 is not restored (research bugs.md E1)"
-                        + ("; that trial is also what a KL(new || old) test would accept" if reverse else ""))
+                if reverse:
+                    return (f"the result is the rejected trial t = {last:g}: a line search that tests KL(new || old) accepts it "
+                            "(sb3-contrib), or one that does not restore theta0 when every trial fails keeps it (bugs.md E1)")
+                return "no trial qualified, yet the last rejected trial was kept: theta0 is not restored (research bugs.md E1)"
         full = t != 1.0 and matches(actual, problem.theta0 + oracle.step, oracle.tolerance(1.0, 0))
         if full and reverse:
             return ("the full step was taken although KL(old || new) rejects it: no working line search (bugs.md E2), or a "

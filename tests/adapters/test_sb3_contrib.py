@@ -114,7 +114,8 @@ def test_line_search_kl_is_new_to_old():
     calls = []
     original = module.kl_divergence
     # (SB3 reuses one distribution object per policy, so look at the arguments when they are passed)
-    module.kl_divergence = lambda p, q: calls.append((p.distribution.loc.requires_grad, q.distribution.loc.requires_grad)) or original(p, q)
+    grads = lambda p, q: (p.distribution.loc.requires_grad, q.distribution.loc.requires_grad)
+    module.kl_divergence = lambda p, q: calls.append(grads(p, q)) or original(p, q)
     try:
         model.train()
     finally:
