@@ -122,6 +122,50 @@ OPERATIONS: dict[str, Operation] = {
             "(B, D) -> (B,): log-density of a = low + (high - low)(tanh(u) + 1)/2 at u = pre_tanh; low < high (D,)",
         ),
         Operation("train_ppo", "(env, iterations, seed) -> episode returns", "end-to-end trainer on the gridworld"),
+        # RLHF: one response per row of a (B, L) batch; mask[b, t] is True on the response's real tokens
+        # (padding, prompt and interior tool/observation tokens are False). Values at masked positions
+        # are garbage the candidate must ignore; outputs there are not compared.
+        Operation(
+            "token_gae",
+            "(rewards, values, mask, gamma, lam) -> (advantages, returns)",
+            "(B, L) rows: the last real token of a row is terminal (no bootstrap); masked positions are skipped "
+            "(no discount step, their rewards and values ignored); raw advantages (not whitened); returns = "
+            "advantages + values at real tokens",
+        ),
+        Operation(
+            "assemble_rewards",
+            "(scores, kl, mask, kl_coef) -> rewards",
+            "scores (B,), kl (B, L) per-token KL estimate -> (B, L): -kl_coef * kl on every real token plus the score "
+            "on the row's last real token",
+        ),
+        Operation(
+            "group_advantages",
+            "(scores, groups, kind) -> advantages",
+            "scores (N,) (NaN: unscorable), groups (N,) int ids -> (N,); kind 'grpo' (r - group mean) / (group std + "
+            "eps), 'rloo' r - mean of the group's other members, 'mean' r - group mean; ddof, eps and the singleton "
+            "group's advantage are declared conventions; NaN scores are left out of group statistics",
+        ),
+        Operation(
+            "aggregate_loss",
+            "(per_token_loss, mask, mode, num_tokens=None, norm_length=None) -> loss",
+            "(B, L) -> torch scalar; mode 'token-mean' (sum over real tokens / num_tokens, default the batch's real-"
+            "token count), 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm' (sum / (B * "
+            "norm_length), norm_length default L)",
+        ),
+        Operation(
+            "token_ppo_loss",
+            "(logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None) -> loss",
+            "(B, L) -> torch scalar: the sum over real tokens of -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A), "
+            "r = exp(logp_new - logp_old); dual_clip c > 1 caps the loss at -c A where A < 0; differentiable in "
+            "logp_new",
+        ),
+        Operation(
+            "kl_penalty",
+            "(logp, logp_ref, kind, logp_old=None) -> kl",
+            "(B, L) -> (B, L) per-token estimate of KL(pi || pi_ref), differentiable in logp (the current policy); "
+            "kind k1, k2, k3 or a straight-through k1+, k2+, k3+ (value of the named estimator, gradient of k2); "
+            "logp_old: the sampling policy's log-probs when the tokens were drawn off-policy (None: from pi itself)",
+        ),
     ]
 }
 
