@@ -1,0 +1,904 @@
+"""Checks for the GRPO chapter (``spec/clauses/85_grpo.toml``): group-relative advantages and the
+per-token KL penalty used as a loss.
+
+Every check starts from fixed known-answer inputs (the library notes' probe cases, bugs.md's smallest
+inputs), the same on every seed, then searches drawn inputs.
+
+group_advantages. Expected values come from the formulas evaluated with the group statistics in
+exact rational arithmetic (the scores are floats, so ``Fraction`` holds them exactly); only the
+square root and the final division round. Group ids reach the candidate as integers in its own
+array kind (the suite's conversion would make them floats).
+
+kl_penalty. The operation's meaning is a gradient, so it is always called with torch tensors and
+``logp`` a leaf that requires grad. Expected gradients are exact expectations: the candidate gets
+every outcome y of a categorical at once (one token each), the loss is sum_y s(y) kl(y) with the
+sampling probabilities s held fixed (pi on-policy, pi_old off-policy), and its gradient with respect
+to the logits theta of pi = softmax(theta) is d loss / d theta_b = v_b - pi_b sum_y v_y, with
+v = d loss / d logp (the chain rule through log-softmax, d log pi_y / d theta_b = [y = b] - pi_b).
+It is compared with the closed forms grad KL(pi || pi_ref)_b = pi_b (l_b - sum_y pi_y l_y),
+l = log pi - log pi_ref, and grad KL(pi_ref || pi) = pi - pi_ref.
+
+Conventions (the candidate's ``RLSPEC_CONVENTIONS``, defaults in parentheses; each checked exactly):
+
+    group_std_ddof (1)             1 (verl, TRL, OpenRLHF) or 0
+    group_std_eps (1e-6)           > 0, added to the std (TRL 1e-4, OpenRLHF 1e-9)
+    group_singleton ("zero")       or "score" (verl: mean 0, std 1)
+    group_unscorable ("zero")      the advantage of a NaN score (TRL: 0), or "nan"
+    kl_penalty_off_policy ("importance-weighted")   or "on-policy-only" (fails KL-PENALTY-OFF-POLICY)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from rlspec.checks import protocol
+from rlspec.checks.assertions import ClauseFailure, assert_close, matches
+from rlspec.checks.clauses import kl as klc
+from rlspec.checks.protocol import CandidateError
+from rlspec.checks.registry import check
+from rlspec.checks.tolerances import smallest_normal
+
+TINY = 1e-300
+U64 = 2.0**-53
+GROUP_KINDS = ("grpo", "rloo", "mean")
+KL_KINDS = ("k1", "k2", "k3", "k1+", "k2+", "k3+")
+
+# ---------------------------------------------------------------------------------------------
+# group_advantages: conventions
+
+
+@dataclass(frozen=True)
+class GroupConventions:
+    ddof: int = 1
+    eps: float = 1e-6
+    singleton: str = "zero"
+    unscorable: str = "zero"
+
+
+def group_conventions(ctx) -> GroupConventions:
+    declared = ctx.candidate.conventions
+    ddof = declared.get("group_std_ddof", 1)
+    eps = declared.get("group_std_eps", 1e-6)
+    singleton = declared.get("group_singleton", "zero")
+    unscorable = declared.get("group_unscorable", "zero")
+    if isinstance(ddof, bool) or ddof not in (0, 1):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_ddof'] = {ddof!r}; expected 0 or 1")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_eps'] = {eps!r}; expected a number > 0 (added to the std)")
+    if singleton not in ("zero", "score"):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero' or 'score'")
+    if unscorable not in ("zero", "nan"):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['group_unscorable'] = {unscorable!r}; expected 'zero' or 'nan'")
+    return GroupConventions(int(ddof), float(eps), singleton, unscorable)
+
+
+def describe_conventions(conv: GroupConventions) -> str:
+    return f"ddof {conv.ddof}, eps {conv.eps:g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# group_advantages: the oracle and its tolerance
+
+
+def _members(scores, groups):
+    """``(group id, indices of its scorable members)`` for every group, in order of first appearance."""
+    scorable = ~np.isnan(scores)
+    seen = dict.fromkeys(groups.tolist())
+    return [(g, np.flatnonzero((groups == g) & scorable)) for g in seen]
+
+
+def expected_advantages(scores, groups, kind, conv: GroupConventions) -> np.ndarray:
+    """The declared advantages in float64; group means and variances in exact rational arithmetic."""
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.where(np.isnan(scores), np.nan if conv.unscorable == "nan" else 0.0, 0.0)
+    for _, idx in _members(scores, np.asarray(groups)):
+        n = len(idx)
+        if n == 0:
+            continue
+        r = [Fraction(float(v)) for v in scores[idx]]
+        if n == 1:
+            if conv.singleton == "score":
+                out[idx] = float(r[0]) / (1.0 + conv.eps) if kind == "grpo" else float(r[0])
+            continue
+        mean = sum(r) / n
+        centred = [ri - mean for ri in r]
+        if kind == "mean":
+            out[idx] = [float(c) for c in centred]
+        elif kind == "rloo":
+            out[idx] = [float(c * n / (n - 1)) for c in centred]  # r_i - (sum - r_i) / (n - 1)
+        else:
+            std = math.sqrt(float(sum(c * c for c in centred) / (n - conv.ddof)))
+            out[idx] = [float(c) / (std + conv.eps) for c in centred]
+    return out
+
+
+def group_tolerance(scores, groups, kind, conv: GroupConventions, u) -> np.ndarray:
+    """Per-sample bound on |computed - exact|, first order in u, for any summation order.
+
+    In a group of n scorable scores with M = max |r|: the mean is off by at most n u M and each
+    centred value c_i = r_i - m by e_c = (n + 2) u M. "mean": e_c + u |A|. "rloo" in any of its forms
+    (r_i - (S - r_i) / (n - 1), (n r_i - S) / (n - 1), n / (n - 1) c_i): 2 (n + 2) u M + 3 u |A|.
+    "grpo": the sum of squares of the computed c is off by sum (2 |c| e_c + e_c^2) + (n + 2) u sum c^2,
+    the variance by that over n - ddof (d_var); the std by min(d_var / s, sqrt(d_var)) + u s (a square
+    root: |sqrt(v + d) - sqrt(v)| <= min(|d| / sqrt(v), sqrt(|d|))); D = s + eps by d_D = d_s + 2 u D
+    (the sum, and eps itself rounded); A = c / D by e_c / D + |A| (d_D / D + u). Below the smallest
+    normal eta each of the few roundings may lose eta. The oracle rounds only its square root and
+    division, but the tolerance is still twice the bound.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    tol = np.zeros(len(scores))
+    eta = smallest_normal(u)
+    expected = expected_advantages(scores, groups, kind, conv)
+    for _, idx in _members(scores, np.asarray(groups)):
+        n = len(idx)
+        if n == 0:
+            continue
+        r = scores[idx]
+        M = float(np.max(np.abs(r)))
+        e_c = (n + 2) * u * M + 4 * eta
+        A = np.abs(expected[idx])
+        if n == 1:
+            # "score": r / (1 + eps), two roundings; "zero": r - r, exact
+            bound = 3 * u * A + 4 * eta
+        elif kind == "mean":
+            bound = e_c + u * A
+        elif kind == "rloo":
+            bound = 2 * (n + 2) * u * M + 3 * u * A + 8 * eta
+        else:
+            exact_mean = float(sum(Fraction(float(v)) for v in r) / n)
+            c = np.abs(r - exact_mean)
+            ss = float(np.sum(c**2))
+            dof = n - conv.ddof
+            s = math.sqrt(ss / dof)
+            d_var = (float(np.sum(2 * c * e_c + e_c**2)) + (n + 2) * u * ss) / dof
+            d_s = (min(d_var / s, math.sqrt(d_var)) if s > 0 else math.sqrt(d_var)) + u * s
+            D = s + conv.eps
+            d_D = d_s + 2 * u * D
+            bound = e_c / D + A * (d_D / D + u)
+        tol[idx] = 2 * bound
+    return tol + TINY
+
+
+# ---------------------------------------------------------------------------------------------
+# group_advantages: calling the candidate with integer ids
+
+
+def _integer_ids(groups, candidate):
+    if candidate.array == "torch":
+        return groups.long()
+    if candidate.array == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(groups).astype(jnp.int32)
+    return np.asarray(groups).astype(np.int64)
+
+
+def rounded(x, dtype) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
+
+
+def run_groups(ctx, scores, groups, kind, *, allow_nonfinite=False):
+    """The candidate's advantages (float64), the call, and the scores as the candidate received them."""
+    scores = rounded(scores, ctx.dtype)
+    groups = np.asarray(groups, dtype=np.int64)
+    function = ctx.candidate.operations["group_advantages"]
+    candidate = ctx.candidate
+
+    def with_integer_ids(scores, groups, kind):
+        return function(scores=scores, groups=_integer_ids(groups, candidate), kind=kind)
+
+    ctx.candidate = dataclasses.replace(candidate, operations={**candidate.operations, "group_advantages": with_integer_ids})
+    try:
+        call = ctx.call("group_advantages", {"scores": scores, "groups": groups.astype(np.float64), "kind": kind},
+                        shape=scores.shape, allow_nonfinite=allow_nonfinite)
+    finally:
+        ctx.candidate = candidate
+    call.code = protocol.format_call("group_advantages", {"scores": scores.astype(ctx.dtype), "groups": groups, "kind": kind})
+    return call.outputs[0], call, scores
+
+
+def _close_with_nans(actual, expected, tol, **kwargs):
+    """assert_close where an expected NaN must be a NaN (and is then not compared further)."""
+    nan = np.isnan(expected)
+    if np.any(nan & ~np.isnan(actual)):
+        i = int(np.flatnonzero(nan & ~np.isnan(actual))[0])
+        raise ClauseFailure(f"{kwargs['what']}: expected nan at index {i} (declared group_unscorable = 'nan'), got {actual[i]:.10g}",
+                            call=kwargs.get("call", ""), cause="the unscorable sample's advantage is not the declared NaN")
+    assert_close(np.where(nan, 0.0, actual), np.where(nan, 0.0, expected), tol, **kwargs)
+
+
+def _alternatives(scores, groups, kind, conv: GroupConventions):
+    """Known wrong answers for these inputs, each with the mistake it reveals."""
+    found = []
+    other_ddof = dataclasses.replace(conv, ddof=1 - conv.ddof)
+    if kind == "grpo":
+        found.append((expected_advantages(scores, groups, kind, other_ddof), other_ddof,
+                      f"the std has ddof {1 - conv.ddof}, but the candidate declares group_std_ddof = {conv.ddof}"
+                      + (" (np.std's default is ddof 0; torch.std's is 1)" if conv.ddof == 1 else "")))
+        for eps in (1e-4, 1e-6, 1e-8, 1e-9):
+            if eps != conv.eps:
+                alt = dataclasses.replace(conv, eps=eps)
+                found.append((expected_advantages(scores, groups, kind, alt), alt,
+                              f"the epsilon is {eps:g}, but the candidate declares group_std_eps = {conv.eps:g}"))
+        found.append((expected_advantages(scores, groups, "mean", conv), conv,
+                      "the advantages are not divided by the group std (kind 'grpo' computed as 'mean')"))
+    if kind == "mean":
+        found.append((expected_advantages(scores, groups, "grpo", conv), conv,
+                      "kind 'mean' is divided by the group std as well (the kind is ignored, computed as 'grpo')"))
+    if kind == "rloo":
+        found.append((expected_advantages(scores, groups, "mean", conv), conv,
+                      "the leave-one-out baseline includes the sample itself: r - group mean instead of r - mean of the others"))
+    if conv.singleton == "zero":
+        alt = dataclasses.replace(conv, singleton="score")
+        found.append((expected_advantages(scores, groups, kind, alt), alt,
+                      "a singleton group is normalised with mean 0 and std 1 (verl): declare group_singleton = 'score'"))
+    else:
+        alt = dataclasses.replace(conv, singleton="zero")
+        found.append((expected_advantages(scores, groups, kind, alt), alt,
+                      "a singleton group gets 0, but the candidate declares group_singleton = 'score'"))
+    if np.any(np.isnan(scores)):
+        zeroed = np.nan_to_num(scores, nan=0.0)
+        found.append((expected_advantages(zeroed, groups, kind, conv), conv,
+                      "unscorable (NaN) scores count as 0 in the group statistics: they must be left out"))
+    k = len(set(np.asarray(groups).tolist()))
+    if len(scores) % k == 0:
+        contiguous = np.repeat(np.arange(k), len(scores) // k)
+        if not np.array_equal(contiguous, np.asarray(groups)):
+            found.append((expected_advantages(scores, contiguous, kind, conv), conv,
+                          f"the batch is grouped by position (reshape into {k} contiguous groups of {len(scores) // k}), not by id"))
+    return found
+
+
+def check_groups(ctx, scores, groups, kind, *, what, cause=""):
+    conv = group_conventions(ctx)
+    nan_out = conv.unscorable == "nan" and bool(np.any(np.isnan(np.asarray(scores, dtype=np.float64))))
+    actual, call, x = run_groups(ctx, scores, groups, kind, allow_nonfinite=True)
+    u = call.unit_roundoff
+    expected = expected_advantages(x, groups, kind, conv)
+    tol = group_tolerance(x, groups, kind, conv, u)
+    if not nan_out and not np.all(np.isfinite(actual)):
+        i = int(np.flatnonzero(~np.isfinite(actual))[0])
+        raise ClauseFailure(f"{what}: group_advantages returned {actual[i]} at index {i} (expected {expected[i]:.10g})",
+                            call=call.code,
+                            cause="a NaN or inf from 0 / 0: a group with identical scores or one member divided by a zero "
+                            "std, or a NaN score poisoning its group's statistics")
+
+    def diagnose(values):
+        for alternative, alt_conv, reason in _alternatives(x, groups, kind, conv):
+            alt_tol = group_tolerance(x, groups, kind, alt_conv, u)
+            same = np.isnan(alternative) & np.isnan(values)
+            if np.all(same | (np.abs(values - alternative) <= alt_tol)) and not np.allclose(alternative, expected, equal_nan=True):
+                return reason
+        return ""
+
+    _close_with_nans(actual, expected, tol, what=f"{what}: kind {kind!r} ({describe_conventions(conv)})", call=call.code,
+                     cause=cause, diagnose=diagnose)
+    return actual, call
+
+
+# ---------------------------------------------------------------------------------------------
+# group_advantages: strategies
+
+
+def _floats32(low, high):
+    return st.floats(low, high, width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+
+
+SCORES = st.sampled_from([0.0, 1.0, 0.5, 2.0, -1.0]) | _floats32(-10.0, 10.0)
+
+
+@st.composite
+def grouped_scores(draw, *, min_size=2, max_size=6, max_groups=4, nan=False):
+    """``(scores, groups)``: groups of drawn sizes with distinct arbitrary ids, the batch shuffled."""
+    k = draw(st.integers(1, max_groups), label="number of groups")
+    ids = draw(st.lists(st.integers(0, 10**6), min_size=k, max_size=k, unique=True), label="ids")
+    scores, groups = [], []
+    element = (SCORES | st.just(math.nan)) if nan else SCORES
+    for gid in ids:
+        size = draw(st.integers(min_size, max_size), label="group size")
+        scores += draw(st.lists(element, min_size=size, max_size=size), label="scores")
+        groups += [gid] * size
+    order = draw(st.permutations(range(len(scores))), label="order")
+    return np.array(scores, dtype=np.float64)[order], np.array(groups, dtype=np.int64)[order]
+
+
+def drawn_examples(ctx) -> int:
+    return max(4, ctx.profile.max_examples // 2)
+
+
+# Known answers. verl: [1, 0, 0, 1 | 0.5 | 2] with ids [a, a, a, a, b, c]; TRL's group [0, 0, 0, 1].
+VERL_SCORES, VERL_GROUPS = [1.0, 0.0, 0.0, 1.0, 0.5, 2.0], [0, 0, 0, 0, 1, 2]
+PAIR = ([1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0])
+TRL_EIGHT = ([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], [0, 0, 0, 0, 1, 1, 1, 1])
+G8_SCORES, G8_GROUPS = [1.0, 1.00001, 2.0, 2.00001], [7, 7, 3, 3]
+G9 = ([1.0, 1.0, 1.0, 1.0 + 1e-5], [0, 0, 0, 0])
+INTERLEAVED = ([3.0, 0.0, 1.0, 10.0, 2.0, -4.0, 5.0], [42, 7, 42, 9, 7, 9, 42])  # sizes 3, 2, 2; ids not 0..k-1
+
+
+@check("GROUP-GRPO-VALUES")
+def grpo_values(ctx):
+    """(r - m) / (s + eps), declared ddof / eps: [1, 0, 0, 1], TRL's eight, G9's near-tie, then drawn groups."""
+    cause = "the std's ddof or the epsilon differs from the declaration, or eps enters inside the square root"
+    for scores, groups in (PAIR, TRL_EIGHT, G9, ([1.0, 0.0], [5, 5]), INTERLEAVED):
+        check_groups(ctx, scores, groups, "grpo", what=f"scores {scores}", cause=cause)
+    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "grpo", what="drawn groups", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-MEAN-VALUES")
+def mean_values(ctx):
+    """r - group mean: [1, 0, 0, 1] -> [0.5, -0.5, -0.5, 0.5], then drawn groups."""
+    cause = "kind 'mean' must not divide by the std"
+    for scores, groups in (PAIR, TRL_EIGHT, INTERLEAVED):
+        check_groups(ctx, scores, groups, "mean", what=f"scores {scores}", cause=cause)
+    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "mean", what="drawn groups", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-RLOO-LEAVE-ONE-OUT")
+def rloo_values(ctx):
+    """r - mean of the others: [1, 0, 0, 1] -> +-2/3, [1, 0] -> +-1, then drawn groups."""
+    cause = "the baseline must leave the sample itself out: (sum - r) / (n - 1)"
+    for scores, groups in (PAIR, ([1.0, 0.0], [0, 0]), ([1.0, 0.0, 0.0, 0.0], [1, 1, 1, 1]), INTERLEAVED):
+        check_groups(ctx, scores, groups, "rloo", what=f"scores {scores}", cause=cause)
+    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "rloo", what="drawn groups", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-UNSORTED-IDS")
+def unsorted_ids(ctx):
+    """Interleaved ids of unequal groups; a permuted batch gives permuted advantages (every kind)."""
+    cause = "groups must be formed by id, not by position"
+    for kind in GROUP_KINDS:
+        check_groups(ctx, *INTERLEAVED, kind, what="interleaved ids [42, 7, 42, 9, 7, 9, 42]", cause=cause)
+        # equal sizes, interleaved: a reshape by group size gets the sizes right and the members wrong
+        check_groups(ctx, [1.0, 5.0, 2.0, 7.0, 0.0, 9.0], [3, 8, 3, 8, 3, 8], kind, what="alternating ids", cause=cause)
+
+    def verify(drawn):
+        (scores, groups), kind, seed = drawn
+        first, _ = check_groups(ctx, scores, groups, kind, what="drawn groups", cause=cause)
+        order = np.random.default_rng(seed).permutation(len(scores))
+        again, call = check_groups(ctx, scores[order], groups[order], kind, what="the same batch permuted", cause=cause)
+        assert_close(again, first[order], group_tolerance(scores[order], groups[order], kind, group_conventions(ctx), call.unit_roundoff),
+                     what="advantages of the permuted batch vs the original's, permuted", call=call.code, cause=cause)
+
+    ctx.property(st.tuples(grouped_scores(max_groups=5), st.sampled_from(GROUP_KINDS), st.integers(0, 2**32 - 1)),
+                 verify, label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-IDENTICAL-SCORES")
+def identical_scores(ctx):
+    """Identical scores in a group: zeros (finite, within rounding) for every kind."""
+    cause = "a group with identical scores must give 0: the std needs its epsilon (0 / 0 is NaN)"
+    cases = [([1.0] * 4, [0] * 4), ([0.1] * 3, [2] * 3), ([0.0, 0.0], [1, 1]), ([1e6] * 5, [4] * 5),
+             ([1.0, 1.0, 0.3, 0.3, 0.3], [0, 0, 1, 1, 1])]
+    for scores, groups in cases:
+        for kind in GROUP_KINDS:
+            check_groups(ctx, scores, groups, kind, what=f"identical scores {scores}", cause=cause)
+
+    @st.composite
+    def constant_groups(draw):
+        k = draw(st.integers(1, 4))
+        scores, groups = [], []
+        for g in range(k):
+            n = draw(st.integers(2, 8))
+            scores += [draw(SCORES | _floats32(-1e6, 1e6))] * n
+            groups += [g * 13 + 1] * n
+        order = draw(st.permutations(range(len(scores))))
+        return np.array(scores)[order], np.array(groups)[order], draw(st.sampled_from(GROUP_KINDS))
+
+    ctx.property(constant_groups(), lambda d: check_groups(ctx, d[0], d[1], d[2], what="identical scores", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-LOW-VARIANCE")
+def low_variance(ctx):
+    """G8: [1.0, 1.00001, 2.0, 2.00001] in two groups -> +-0.6196 (eps 1e-6); G9's near-tie; drawn small spreads."""
+    cause = "the variance is floored or formed as E[r^2] - E[r]^2: a small spread is lost"
+    check_groups(ctx, G8_SCORES, G8_GROUPS, "grpo", what="G8 scores [1.0, 1.00001, 2.0, 2.00001]", cause=cause)
+    check_groups(ctx, *G9, "grpo", what="G9 scores [1, 1, 1, 1 + 1e-5]", cause=cause)
+
+    @st.composite
+    def near_ties(draw):
+        n = draw(st.integers(2, 6), label="n")
+        base = draw(st.sampled_from([1.0, 2.0, 10.0, -3.0, 0.5]), label="base")
+        spread = draw(st.sampled_from([1e-5, 1e-4, 1e-3, 3e-5]), label="spread")
+        offsets = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n).filter(lambda v: len(set(v)) > 1), label="offsets")
+        return np.array([base + spread * o for o in offsets]), np.full(n, 11)
+
+    # float32 cannot hold 1 + 1e-5 apart from 1 well enough for a spread this small to be drawn
+    ctx.property(near_ties(), lambda d: check_groups(ctx, *d, "grpo", what="near-identical scores", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-SINGLETON")
+def singleton(ctx):
+    """verl's [1, 0, 0, 1 | 0.5 | 2]: the singletons b, c get the declared advantage, never NaN (every kind)."""
+    conv = group_conventions(ctx)
+    cause = f"a group with one scorable member must get the declared group_singleton = {conv.singleton!r}"
+    for kind in GROUP_KINDS:
+        check_groups(ctx, VERL_SCORES, VERL_GROUPS, kind, what="verl's [1, 0, 0, 1, 0.5, 2], ids [a, a, a, a, b, c]", cause=cause)
+        check_groups(ctx, [3.0], [0], kind, what="one sample", cause=cause)
+        check_groups(ctx, [-2.0, 1.0, 4.0], [5, 6, 5], kind, what="ids [5, 6, 5]", cause=cause)
+
+    @st.composite
+    def with_singletons(draw):
+        scores, groups = draw(grouped_scores(min_size=1, max_size=3))
+        return scores, groups, draw(st.sampled_from(GROUP_KINDS))
+
+    ctx.property(with_singletons(), lambda d: check_groups(ctx, *d[:2], d[2], what="drawn groups of 1 to 3", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("GROUP-UNSCORABLE-EXCLUDED")
+def unscorable_excluded(ctx):
+    """NaN scores are left out of their group's statistics and get the declared advantage (TRL: 0)."""
+    cause = "NaN scores must be left out of the group statistics (not counted as 0, not propagated)"
+    cases = [([1.0, math.nan, 0.0, 1.0], [0, 0, 0, 0]),  # TRL's probe
+             ([math.nan, 2.0, 0.0, math.nan, 1.0, 1.0], [1, 1, 1, 2, 2, 2]),
+             ([math.nan, 3.0, 0.5, 0.5], [4, 4, 9, 9]),  # a group reduced to one scorable member
+             ([math.nan, math.nan, 1.0, 2.0], [4, 4, 9, 9])]  # a group with none
+    for scores, groups in cases:
+        for kind in GROUP_KINDS:
+            check_groups(ctx, scores, groups, kind, what=f"scores {scores}", cause=cause)
+
+    ctx.property(st.tuples(grouped_scores(nan=True), st.sampled_from(GROUP_KINDS)),
+                 lambda d: check_groups(ctx, *d[0], d[1], what="drawn groups with NaN scores", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# GROUP-BASELINE-BIAS: the expected policy gradient over every joint outcome of G draws
+
+
+def joint_outcomes(pi, R, G, rng=None):
+    """Every joint outcome of G independent draws from pi: a flat batch of G K^G scores with one
+    group id per outcome (ids spread out and the batch shuffled), and each outcome's probability."""
+    K = len(pi)
+    outcomes = list(itertools.product(range(K), repeat=G))
+    probs = np.array([math.prod(pi[a] for a in o) for o in outcomes])
+    actions = np.array(outcomes).reshape(-1)
+    groups = np.repeat(np.arange(len(outcomes)) * 5 + 2, G)
+    order = np.arange(len(actions)) if rng is None else rng.permutation(len(actions))
+    return np.asarray(R, dtype=np.float64)[actions][order], groups[order], actions[order], np.repeat(probs, G)[order]
+
+
+def expected_policy_gradient(advantages, actions, weights, pi):
+    """sum over outcomes of P(o) sum_i A_i grad_theta log pi(y_i), with grad log pi(a) = e_a - pi."""
+    K = len(pi)
+    onehot = np.eye(K)[actions]
+    terms = (weights * advantages)[:, None] * (onehot - np.asarray(pi)[None, :])
+    return np.array([math.fsum(terms[:, k]) for k in range(K)])
+
+
+def check_baseline(ctx, pi, R, G, kind, label):
+    scores, groups, actions, weights = joint_outcomes(pi, R, G, ctx.rng(f"{label}:{G}:{kind}"))
+    conv = group_conventions(ctx)
+    actual, call, x = run_groups(ctx, scores, groups, kind)
+    u = call.unit_roundoff
+    pi = np.asarray(pi, dtype=np.float64)
+    J = math.fsum(pi * np.asarray(R))
+    grad_J = pi * (rounded(R, ctx.dtype) - math.fsum(pi * rounded(R, ctx.dtype)))  # pi_k (R_k - J)
+    factor = G if kind == "rloo" else G - 1
+    got = expected_policy_gradient(actual, actions, weights, pi)
+    per_sample = group_tolerance(x, groups, kind, conv, u)
+    tol = float(np.sum(weights * per_sample)) * 2 + len(x) * U64 * float(np.sum(weights * np.abs(actual))) * 4 + TINY
+    form = "G grad J (leave-one-out: unbiased)" if kind == "rloo" else "(G - 1) grad J (group mean: (1 - 1/G) times the unbiased)"
+
+    def diagnose(value):
+        other = (G - 1) if kind == "rloo" else G
+        if matches(value, other * grad_J, tol) and np.any(np.abs(grad_J) > tol):
+            return ("the expected gradient is (G - 1) grad J: the leave-one-out baseline includes the sample itself"
+                    if kind == "rloo" else "the expected gradient is G grad J: kind 'mean' leaves the sample out (computed as 'rloo')")
+        return ""
+
+    assert_close(got, factor * grad_J, tol, what=f"{label}, G = {G}, kind {kind!r}: E[sum_i A_i grad log pi(y_i)] vs {form}"
+                 f" (J = {J:.6g})", call=call.code, diagnose=diagnose)
+
+
+@check("GROUP-BASELINE-BIAS")
+def baseline_bias(ctx):
+    """Exact over every joint outcome: rloo gives G grad J, the group mean (G - 1) grad J."""
+    for G in (2, 3, 4):
+        for kind in ("rloo", "mean"):
+            check_baseline(ctx, [0.25, 0.25, 0.5], [1.0, 0.0, 0.5], G, kind, "pi = [1/4, 1/4, 1/2], R = [1, 0, 0.5]")
+
+    @st.composite
+    def problems(draw):
+        K = draw(st.integers(2, 3), label="actions")
+        cuts = sorted(draw(st.lists(st.integers(1, 15), min_size=K - 1, max_size=K - 1, unique=True), label="cuts"))
+        pi = np.diff([0] + cuts + [16]) / 16.0  # dyadic: the joint probabilities are exact
+        R = draw(st.lists(SCORES, min_size=K, max_size=K), label="R")
+        return pi, R, draw(st.integers(2, 4 if K == 2 else 3), label="G"), draw(st.sampled_from(["rloo", "mean"]), label="kind")
+
+    ctx.property(problems(), lambda d: check_baseline(ctx, *d, "drawn"), label="drawn", max_examples=max(4, ctx.profile.max_examples // 3))
+
+
+# ---------------------------------------------------------------------------------------------
+# kl_penalty: calls, per-token formulas and tolerances
+
+OFF_POLICY = ("importance-weighted", "on-policy-only")
+ELEMENTARY = klc.ELEMENTARY
+
+
+def off_policy_convention(ctx) -> str:
+    value = ctx.candidate.conventions.get("kl_penalty_off_policy", "importance-weighted")
+    if value not in OFF_POLICY:
+        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_penalty_off_policy'] = {value!r}; expected one of {OFF_POLICY}")
+    return value
+
+
+def _base(kind: str) -> str:
+    return kind[:-1] if kind.endswith("+") else kind
+
+
+def penalty_values(kind, a, b) -> np.ndarray:
+    """The named estimator of KL(pi || pi_ref) per token, x = b - a (float64)."""
+    return klc.exact(_base(kind), a, b)
+
+
+def value_tolerance(kind, a, b, c, u, weighted=True) -> np.ndarray:
+    """kl.per_sample_tolerance for the named estimator, plus, for a straight-through kind, the two
+    roundings of a value formed as s + (k - s) with s = w k2 (verl's form): 2 u (w |k2| + |k|)."""
+    tol = klc.per_sample_tolerance(_base(kind), a, b, u)
+    if kind.endswith("+"):
+        x = b - a
+        w = np.exp(a - c) if (c is not None and weighted) else 1.0
+        tol = tol + 4 * u * (w * 0.5 * x**2 + np.abs(penalty_values(kind, a, b)))
+    return tol
+
+
+def token_derivative(kind, a, b, c=None, weighted=True) -> np.ndarray:
+    """d kl / d logp per token: k1 -> 1, k2 and '+' -> logp - logp_ref (times pi / pi_old off-policy), k3 -> 1 - e^x."""
+    x = b - a
+    if kind.endswith("+"):
+        return (np.exp(a - c) if (c is not None and weighted) else 1.0) * -x
+    if kind == "k1":
+        return np.ones_like(x)
+    if kind == "k2":
+        return -x
+    return -np.expm1(x)
+
+
+def derivative_tolerance(kind, a, b, c, u, weighted=True) -> np.ndarray:
+    """With dx = 2 u (|a| + |b|) the error of the candidate's log ratio: k1 4 u; k2 and '+' dx + 2 u |x|;
+    k3 e^x dx + (ELEMENTARY + 2) u (e^x + 1). Off-policy '+' multiplies by w = exp(a - c), itself off
+    by w (2 u (|a| + |c|) + ELEMENTARY u), and rounds the product. Doubled for the float64 oracle."""
+    x = b - a
+    dx = 2 * u * (np.abs(a) + np.abs(b))
+    if kind.endswith("+") or kind == "k2":
+        bound = dx + 2 * u * np.abs(x)
+        if kind.endswith("+") and c is not None and weighted:
+            w = np.exp(a - c)
+            bound = w * bound + np.abs(x) * w * (2 * u * (np.abs(a) + np.abs(c)) + ELEMENTARY * u) + 2 * u * w * np.abs(x)
+    elif kind == "k1":
+        bound = 4 * u * np.ones_like(x)
+    else:
+        ex = np.exp(x)
+        bound = ex * dx + (ELEMENTARY + 2) * u * (ex + 1)
+    return 2 * bound + 4 * smallest_normal(u) + TINY
+
+
+def run_penalty(ctx, logp, logp_ref, kind, logp_old=None, *, allow_nonfinite=False):
+    """``(values, call, a, b, c)``: the candidate's (B, L) values and the inputs as it received them."""
+    a, b = rounded(logp, ctx.dtype), rounded(logp_ref, ctx.dtype)
+    c = None if logp_old is None else rounded(logp_old, ctx.dtype)
+    args = {"logp": a, "logp_ref": b, "kind": kind}
+    if c is not None:
+        args["logp_old"] = c
+    call = ctx.call("kl_penalty", args, array="torch", requires_grad=("logp",), shape=a.shape, allow_nonfinite=allow_nonfinite)
+    return call.outputs[0], call, a, b, c
+
+
+def vjp(call, weights) -> np.ndarray:
+    """d (sum weights * kl) / d logp as float64 (zeros when no gradient reaches logp)."""
+    raw, leaf = call.raw, call.inputs["logp"]
+    if isinstance(raw, torch.Tensor) and raw.requires_grad:
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float64), device=raw.device).to(raw.dtype).reshape(raw.shape)
+        try:
+            (grad,) = torch.autograd.grad(raw, leaf, grad_outputs=w, allow_unused=True, retain_graph=True)
+        except RuntimeError as exc:
+            raise CandidateError(f"kl_penalty returned a tensor autograd cannot differentiate: {exc}") from None
+        if grad is not None:
+            return grad.detach().cpu().double().numpy().reshape(leaf.shape)
+    return np.zeros(tuple(leaf.shape))
+
+
+def check_token_values(ctx, kind, a_in, b_in, c_in=None, *, what, cause=""):
+    values, call, a, b, c = run_penalty(ctx, a_in, b_in, kind, c_in)
+    u = call.unit_roundoff
+    weighted = off_policy_convention(ctx) == "importance-weighted"
+
+    def diagnose(v):
+        inverted = klc.exact(_base(kind), b, a)
+        if matches(v, inverted, klc.per_sample_tolerance(_base(kind), b, a, u)):
+            return "the log ratio is inverted: logp - logp_ref takes the place of logp_ref - logp (bugs.md D1)"
+        if kind.endswith("+") and matches(v, 0.5 * (b - a) ** 2, klc.per_sample_tolerance("k2", a, b, u)):
+            return f"kind {kind!r} returns the k2 value: a straight-through kind keeps the value of {_base(kind)}"
+        return ""
+
+    assert_close(values, penalty_values(kind, a, b), value_tolerance(kind, a, b, c, u, weighted),
+                 what=f"{what}: kind {kind!r} per token", call=call.code, cause=cause, diagnose=diagnose)
+    return values, call, a, b, c
+
+
+# ---------------------------------------------------------------------------------------------
+# kl_penalty: expected gradients over a categorical
+
+
+def reverse_gradient(a, b) -> np.ndarray:
+    """grad_theta KL(pi || pi_ref) for pi = softmax(theta): pi_b (l_b - sum_y pi_y l_y), l = a - b."""
+    p, l = np.exp(a), a - b
+    return p * (l - math.fsum(p * l))
+
+
+def forward_gradient(a, b) -> np.ndarray:
+    """grad_theta KL(pi_ref || pi) = pi - pi_ref."""
+    return np.exp(a) - np.exp(b)
+
+
+def logit_gradient(v, a) -> np.ndarray:
+    """d loss / d theta from v = d loss / d log pi: v_b - pi_b sum_y v_y."""
+    return v - np.exp(a) * math.fsum(v)
+
+
+def expected_gradient(ctx, kind, log_p, log_ref, log_old=None):
+    """The candidate's exact expected gradient with respect to the logits, and its tolerance.
+
+    The outcomes sit in one row (1, n). Returns ``(E, tol, oracle, call, a, b, c)`` where ``oracle`` is
+    the same expectation from the per-token formula."""
+    values, call, a, b, c = run_penalty(ctx, log_p[None, :], log_ref[None, :], kind,
+                                        None if log_old is None else log_old[None, :])
+    a, b = a[0], b[0]
+    c = None if c is None else c[0]
+    s = np.exp(a if c is None else c)  # the sampling probabilities, held fixed
+    v = vjp(call, s[None, :])[0]
+    E = logit_gradient(v, a)
+    u = call.unit_roundoff
+    weighted = off_policy_convention(ctx) == "importance-weighted"
+    d = token_derivative(kind, a, b, c, weighted)
+    e = s * derivative_tolerance(kind, a, b, c, u, weighted) + 3 * u * np.abs(s * d)  # s rounded, product rounded
+    p = np.exp(a)
+    n = len(a)
+    tol = e + p * math.fsum(e) + 4 * n * U64 * (np.abs(v) + p * math.fsum(np.abs(v))) + TINY
+    oracle = logit_gradient(s * d, a)
+    return E, tol, oracle, call, a, b, c
+
+
+def truth_for(kind, a, b, c, weighted=True):
+    """What the clause says the expected gradient is, its name, and the rounded-input term its identity needs."""
+    p, q = np.exp(a), np.exp(b)
+    if kind.endswith("+") and (c is None or weighted):
+        return reverse_gradient(a, b), "grad KL(pi || pi_ref) (reverse)", 4 * len(a) * U64 * p * (np.abs(a - b) + 1)
+    if c is not None:
+        return None, "", 0.0
+    if kind == "k1":
+        return np.zeros_like(a), "0", p * abs(1 - math.fsum(p))
+    if kind == "k2":
+        return reverse_gradient(a, b), "grad KL(pi || pi_ref) (reverse)", 4 * len(a) * U64 * p * (np.abs(a - b) + 1)
+    # sum_y pi_y (1 - q_y / pi_y)(e_y - pi) = pi - q - pi (sum pi - sum q)
+    return forward_gradient(a, b), "grad KL(pi_ref || pi) (forward)", p * abs(math.fsum(p) - math.fsum(q)) + 4 * U64 * (p + q)
+
+
+def _gradient_diagnosis(kind, a, b, c, tol, E):
+    names = [(reverse_gradient(a, b), "the reverse KL's gradient"), (forward_gradient(a, b), "the forward KL's gradient"),
+             (np.zeros_like(a), "zero")]
+    if c is not None:
+        names.append((logit_gradient(np.exp(c) * (a - b), a), "the unweighted k2 gradient on pi_old's samples"))
+        w = np.minimum(np.exp(a - c), 10.0)
+        names.append((logit_gradient(np.exp(c) * w * (a - b), a), "the gradient with the importance weight clipped at 10"))
+    for value, name in names:
+        if matches(E, value, tol):
+            if name == "zero":
+                return "no gradient reaches logp: the penalty is computed on detached log-probabilities (or as k1)"
+            if kind in ("k1+", "k3+") and name == "the forward KL's gradient" or kind == "k1+" and name == "zero":
+                return f"kind {kind!r} is not straight-through: its gradient is {_base(kind)}'s own ({name})"
+            if kind == "k3" and name == "the reverse KL's gradient":
+                return ("kind 'k3' differentiates like a straight-through or ratio-corrected k3 (TRL's k3 times the "
+                        "non-detached ratio): its gradient is the reverse KL's; plain k3's is the forward KL's")
+            if name == "the unweighted k2 gradient on pi_old's samples":
+                return "the importance weight pi / pi_old is missing: the gradient is k2's on pi_old's samples (verl)"
+            if name.startswith("the gradient with the importance weight clipped"):
+                return "the importance weight is clipped at 10 (OpenRLHF KL_IS_WEIGHT_CLIP): biased where pi / pi_old > 10"
+            return f"the expected gradient is {name}"
+    return ""
+
+
+def check_expected_gradient(ctx, kind, log_p, log_ref, log_old=None, *, what, published=None, published_tol=0.0):
+    E, tol, oracle, call, a, b, c = expected_gradient(ctx, kind, log_p, log_ref, log_old)
+    weighted = off_policy_convention(ctx) == "importance-weighted"
+    truth, name, identity_tol = truth_for(kind, a, b, c, weighted)
+    target, target_name = (truth, name) if truth is not None else (oracle, "the expectation of its own per-token gradient")
+    tol = tol + identity_tol
+    sampler = "pi" if c is None else "pi_old"
+    assert_close(E, target, tol, what=f"{what}: kind {kind!r}, sum_y {sampler}(y) d kl(y) / d theta vs {target_name}",
+                 call=call.code, diagnose=lambda value: _gradient_diagnosis(kind, a, b, c, tol, value))
+    if published is not None:
+        assert_close(E, published, tol + published_tol, what=f"{what}: kind {kind!r} expected gradient vs the published values",
+                     call=call.code, diagnose=lambda value: _gradient_diagnosis(kind, a, b, c, tol, value))
+    return E
+
+
+P7_LOG_P, P7_LOG_REF = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
+P7_REVERSE = [-0.185272, -0.156268, 0.341540]
+P7_FORWARD = [-0.2, -0.1, 0.3]
+NOTES_LOG_OLD = np.log([0.3, 0.3, 0.4])  # library notes' off-policy sampler
+NOTES_OFF_POLICY = {"k1": [0.1, 0.0, -0.1], "k3": [-0.268, -0.052, 0.320]}
+WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD = np.log([0.05, 0.9, 0.05]), np.log([0.2, 0.3, 0.5]), np.log([0.6, 0.05, 0.35])  # pi / pi_old = 18
+
+
+@st.composite
+def categorical_triples(draw):
+    """Log-probabilities of pi, pi_ref and pi_old over the same n outcomes."""
+    log_p, log_ref = draw(klc.categorical_pairs())
+    z = np.asarray(draw(klc._logits(len(log_p)), label="pi_old logits"), dtype=np.float64)
+    return log_p, log_ref, z - (z.max() + np.log(np.sum(np.exp(z - z.max()))))
+
+
+@st.composite
+def token_batches(draw, log_ratio=(-5.0, 5.0)):
+    """(B, L) log-probabilities of the sampled tokens under pi, pi_ref and pi_old."""
+    B, L = draw(st.integers(1, 3), label="B"), draw(st.integers(1, 5), label="L")
+    a = np.array(draw(st.lists(_floats32(-30.0, 0.0), min_size=B * L, max_size=B * L), label="logp")).reshape(B, L)
+    x = np.array(draw(st.lists(_floats32(*log_ratio), min_size=B * L, max_size=B * L), label="log ratio")).reshape(B, L)
+    y = np.array(draw(st.lists(_floats32(-3.0, 3.0), min_size=B * L, max_size=B * L), label="log w")).reshape(B, L)
+    return a, a + x, a - y
+
+
+@check("KL-PENALTY-VALUES")
+def penalty_values_check(ctx):
+    """P7 per token (published), E_pi[k] = KL(pi || pi_ref) for k1 / k3, values unchanged by logp_old, drawn (B, L)."""
+    for kind in KL_KINDS:
+        base = _base(kind)
+        values, call, a, b, c = check_token_values(ctx, kind, P7_LOG_P[None, :], P7_LOG_REF[None, :], what="PROBES P7")
+        u = call.unit_roundoff
+        assert_close(values[0], klc.P7_PER_SAMPLE[base], klc.PUBLISHED_6 + value_tolerance(kind, a, b, c, u)[0],
+                     what=f"kind {kind!r} at PROBES P7 vs the published values", call=call.code)
+        mean = math.fsum(np.exp(a[0]) * values[0])
+        tol = float(np.sum(np.exp(a[0]) * value_tolerance(kind, a, b, c, u)[0])) + klc.expectation_tolerance(base, a[0], b[0], values[0], u)
+        expected = klc.P7_K2 if base == "k2" else klc.P7_KL_PQ
+        assert_close(mean, expected, tol + klc.PUBLISHED_8, what=f"sum_y pi(y) {kind}(y) at PROBES P7 vs {expected}", call=call.code)
+        check_token_values(ctx, kind, P7_LOG_P[None, :], P7_LOG_REF[None, :], NOTES_LOG_OLD[None, :],
+                           what="PROBES P7 with logp_old = log [0.3, 0.3, 0.4] (values do not depend on logp_old)")
+
+    def verify(drawn):
+        (a, b, c), kind, off = drawn
+        check_token_values(ctx, kind, a, b, c if off else None, what="drawn tokens" + (" with logp_old" if off else ""))
+
+    ctx.property(st.tuples(token_batches(), st.sampled_from(KL_KINDS), st.booleans()), verify, label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+@check("KL-PENALTY-EXPECTED-GRADIENT")
+def penalty_expected_gradient(ctx):
+    """On-policy, exact over a categorical: k1 -> 0, k2 / '+' -> reverse KL's gradient, k3 -> forward KL's (P7, drawn)."""
+    for kind in KL_KINDS:
+        published = [0.0, 0.0, 0.0] if kind == "k1" else P7_FORWARD if kind == "k3" else P7_REVERSE
+        check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, what="PROBES P7", published=published, published_tol=5e-7)
+
+    def verify(drawn):
+        (log_p, log_ref), kind = drawn
+        check_expected_gradient(ctx, kind, log_p, log_ref, what="drawn categorical")
+
+    ctx.property(st.tuples(klc.categorical_pairs(), st.sampled_from(KL_KINDS)), verify, label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+@check("KL-PENALTY-OFF-POLICY")
+def penalty_off_policy(ctx):
+    """Tokens from pi_old: the '+' kinds' expected gradient is the reverse KL's (importance-weighted, unclipped)."""
+    if off_policy_convention(ctx) == "on-policy-only":
+        E, tol, _, call, a, b, c = expected_gradient(ctx, "k3+", P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD)
+        raise ClauseFailure(
+            f"declared kl_penalty_off_policy = 'on-policy-only': with tokens drawn from pi_old = [0.3, 0.3, 0.4] the "
+            f"expected gradient of k3+ is {np.round(E, 6).tolist()}, not grad KL(pi || pi_ref) = {P7_REVERSE}",
+            call=call.code,
+            cause="the candidate does not importance-weight the penalty's gradient off-policy (by its own declaration); "
+            "list KL-PENALTY-OFF-POLICY in its xfail entries with the reason")
+    for kind in KL_KINDS:
+        published = P7_REVERSE if kind.endswith("+") else NOTES_OFF_POLICY.get(kind)
+        check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD, what="P7, tokens from pi_old = [0.3, 0.3, 0.4]",
+                                published=published, published_tol=5e-7 if kind.endswith("+") else 5e-4)
+        check_expected_gradient(ctx, kind, WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD,
+                                what="pi = [0.05, 0.9, 0.05], pi_ref = [0.2, 0.3, 0.5], tokens from pi_old = [0.6, 0.05, 0.35] (pi / pi_old = 18)")
+
+    def verify(drawn):
+        (log_p, log_ref, log_old), kind = drawn
+        check_expected_gradient(ctx, kind, log_p, log_ref, log_old, what="drawn categorical, tokens from pi_old")
+
+    ctx.property(st.tuples(categorical_triples(), st.sampled_from(KL_KINDS)), verify, label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# extreme log ratios and clamps
+
+EXTREME_LOG_RATIOS = np.array([-30.0, -20.5, -11.0, -3.0, 3.0, 11.0, 20.5, 30.0])
+
+
+def _token_ok(ctx, kind, a, b) -> tuple[bool, np.ndarray, np.ndarray, object]:
+    values, call, a, b, _ = run_penalty(ctx, a, b, kind, allow_nonfinite=True)
+    grad = vjp(call, np.ones_like(a))
+    u = call.unit_roundoff
+    ok_value = np.abs(values - penalty_values(kind, a, b)) <= value_tolerance(kind, a, b, None, u)
+    ok_grad = np.abs(grad - token_derivative(kind, a, b)) <= derivative_tolerance(kind, a, b, None, u)
+    return ok_value & ok_grad, values, grad, call
+
+
+def clamp_boundary(ctx, kind, base, good, bad) -> float:
+    """Bisect between a log ratio that is exact and one that is not: where the candidate starts to deviate."""
+    for _ in range(40):
+        mid = 0.5 * (good + bad)
+        ok, *_ = _token_ok(ctx, kind, np.array([[base]]), np.array([[base + mid]]))
+        good, bad = (mid, bad) if ok.all() else (good, mid)
+        if abs(bad - good) < 1e-5 * max(1.0, abs(bad)):
+            break
+    return bad
+
+
+def describe_clamp(ctx, kind, base=-0.25) -> str:
+    """Where value and gradient start to go wrong on each side, with the ratio pi_ref / pi."""
+    parts = []
+    for side in (1.0, -1.0):
+        grid = np.concatenate([[0.0], np.sort(np.abs(EXTREME_LOG_RATIOS))]) * side
+        ok, *_ = _token_ok(ctx, kind, np.full((1, len(grid)), base), base + grid[None, :])
+        if ok[0].all():
+            continue
+        first = int(np.flatnonzero(~ok[0])[0])
+        if first == 0:
+            return ""
+        x = clamp_boundary(ctx, kind, base, grid[first - 1], grid[first])
+        parts.append(f"log(pi_ref / pi) {'>' if side > 0 else '<'} {x:.5g} (pi_ref / pi {'>' if side > 0 else '<'} {math.exp(x):.4g})")
+    if not parts:
+        return ""
+    return f"kind {kind!r}: value or gradient biased for " + " and for ".join(parts) + \
+        ": a clamp of the log ratio or of the estimate (verl k3: 13.61 and e^-11; OpenRLHF k1: e^10 and e^-10)"
+
+
+@check("KL-PENALTY-EXTREME-LOG-RATIO")
+def penalty_extreme(ctx):
+    """|log r| up to 30 and log-probabilities near -1000: values and per-token gradients exact, clamps located."""
+
+    def verify(a, b, kinds=KL_KINDS):
+        for kind in kinds:
+            ok, values, grad, call = _token_ok(ctx, kind, a, b)
+            if ok.all():
+                continue
+            a64, b64 = rounded(a, ctx.dtype), rounded(b, ctx.dtype)
+            bad = ~np.isfinite(values) | ~np.isfinite(grad)
+            if bad.any():
+                i = tuple(int(j) for j in np.argwhere(bad)[0])
+                raise ClauseFailure(f"kind {kind!r}: value {values[i]} and gradient {grad[i]} at index {i} on finite input "
+                                    f"(logp = {a64[i]!r}, logp_ref = {b64[i]!r}, log ratio {b64[i] - a64[i]:.6g})",
+                                    call=call.code, cause="overflow: exp of a large log ratio (inf * 0 gives a NaN gradient)")
+            cause = describe_clamp(ctx, kind)
+            u = call.unit_roundoff
+            if not cause and kind in ("k3", "k3+"):
+                cause = "the gradient cancels catastrophically where e^x is large: k3 multiplied by a non-detached ratio " \
+                        "(TRL's use_bias_correction_kl) differentiates to (1 - e^x) + (e^x - 1 - x); write it as -x"
+            assert_close(values, penalty_values(kind, a64, b64), value_tolerance(kind, a64, b64, None, u),
+                         what=f"kind {kind!r} value at |log ratio| up to 30", call=call.code, cause=cause)
+            assert_close(grad, token_derivative(kind, a64, b64), derivative_tolerance(kind, a64, b64, None, u),
+                         what=f"kind {kind!r} d kl / d logp at |log ratio| up to 30", call=call.code, cause=cause)
+
+    n = len(EXTREME_LOG_RATIOS)
+    verify(np.full((1, n), -0.25), -0.25 + EXTREME_LOG_RATIOS[None, :])
+    verify(np.full((2, n // 2), -1000.0), (-1000.0 + EXTREME_LOG_RATIOS).reshape(2, n // 2))
+    verify((-1000.0 - EXTREME_LOG_RATIOS)[:, None], np.full((n, 1), -1000.0))
+
+    @st.composite
+    def extremes(draw):
+        size = draw(st.integers(1, 6), label="L")
+        a = np.array(draw(st.lists(_floats32(-1000.0, 0.0), min_size=size, max_size=size), label="logp"))
+        x = np.array(draw(st.lists(_floats32(-30.0, 30.0), min_size=size, max_size=size), label="log ratio"))
+        return a[None, :], (a + x)[None, :], (draw(st.sampled_from(KL_KINDS), label="kind"),)
+
+    ctx.property(extremes(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
