@@ -1,0 +1,964 @@
+"""Checks for the token-level RLHF chapter (``spec/clauses/80_rlhf.toml``).
+
+Inputs are (B, L) rows: ``mask`` True on a row's real tokens. Every check starts from the research
+notes' known answers (the same on every seed), then searches drawn rows. Expected numbers come
+from the formulas in float64 on the exact inputs the candidate received: for ``token_gae`` the
+time-major reference GAE (:func:`rlspec.reference.gae.gae`) run on each row's real tokens alone
+(the row compacted, its last real token terminal), which is an independent formulation of the
+skip rule; for the losses the exact per-token weights and the clipped objective of the PPO chapter.
+
+Garbage. Masked positions hold large finite numbers (a model's outputs at pad positions), never
+NaN or inf: implementations that multiply by the mask (verl, OpenRLHF) turn NaN into NaN, and no
+forward pass produces one. Outputs at masked positions are not compared.
+
+Conventions (``RLSPEC_CONVENTIONS``; defaults in parentheses):
+
+    log_ratio_clamp (None)          K > 0: r = exp(clamp(logp_new - logp_old, -K, K)) (verl, OpenRLHF: 20)
+    seq_mean_token_mean_eps (0)     "seq-mean-token-mean" divides row sums by n_b + eps (verl, OpenRLHF: 1e-8)
+
+Tolerances (u: the unit roundoff judged; eta: the smallest normal number of that precision, the
+absolute loss of one rounding below it):
+
+* token_gae: :func:`rlspec.checks.tolerances.gae_tolerance` on the compacted row. A correct
+  implementation on the padded row adds no rounding at masked positions: carrying a value through
+  a masked position is a selection or ``x * 1 + y * 0``, both exact for finite x, y.
+* assemble_rewards: the coefficient rounded to the candidate's precision (u |b kl|), the product
+  (u |b kl|), the score's addition (u (|b kl| + |s|)); doubled for the float64 oracle:
+  ``2 u (3 |b kl| + |s|) + 4 eta``.
+* aggregate_loss: the loss is ``sum_i w_i l_i`` over N real tokens; each weight is formed with at
+  most 3 roundings (a count, one or two divisions), each term with one more product, the input
+  rounded once, and any order of summation of N + B terms adds N + B - 1 roundings to each term:
+  ``2 u (N + B + 6) sum |w l| + 8 eta``; the gradient at a real token is the weight through the same
+  divisions: ``2 u 6 w + 8 eta``; at a masked position it must be exactly 0.
+* token_ppo_loss: the PPO chapter's per-sample bounds with the 1/B of a mean removed (a sum):
+  ``2 u sum_i (m_i + N + 6) R_i + 16 eta`` and per token ``2 u (m_i + 8) r_i |A_i| + 16 eta``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from rlspec.checks.assertions import ClauseFailure, assert_close, matches
+from rlspec.checks.clauses.ppo import DEFAULTS as PPO_DEFAULTS
+from rlspec.checks.clauses.ppo import Conventions as PPOConventions
+from rlspec.checks.clauses.ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
+from rlspec.checks.protocol import CandidateError
+from rlspec.checks.registry import check
+from rlspec.checks.tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
+from rlspec.reference import gae as gae_ref
+
+# ---------------------------------------------------------------------------------------------
+# conventions
+
+DEFAULTS = {"log_ratio_clamp": None, "seq_mean_token_mean_eps": 0.0}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    log_ratio_clamp: float | None
+    seq_mean_token_mean_eps: float
+
+
+def conventions(ctx) -> Conventions:
+    """The candidate's declared RLHF conventions over the defaults; an invalid value is unusable."""
+    values = {**DEFAULTS, **{k: v for k, v in ctx.candidate.conventions.items() if k in DEFAULTS}}
+    clamp, eps = values["log_ratio_clamp"], values["seq_mean_token_mean_eps"]
+    if clamp is not None and not (isinstance(clamp, (int, float)) and clamp > 0):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['log_ratio_clamp'] = {clamp!r}; expected a number > 0 or None")
+    if not (isinstance(eps, (int, float)) and eps >= 0):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['seq_mean_token_mean_eps'] = {eps!r}; expected a number >= 0")
+    return Conventions(None if clamp is None else float(clamp), float(eps))
+
+
+def _floats(low, high):
+    return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+
+
+def drawn_examples(ctx) -> int:
+    """Examples per property: a third of the profile's count, at least 4 (as in the PPO chapter)."""
+    return max(4, ctx.profile.max_examples // 3)
+
+
+GARBAGE = st.sampled_from([1e6, -1e6, 1e30, -3e29, 7.0]) | _floats(-1e6, 1e6)
+FRACTIONS = st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]) | _floats(0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# rows: layout of real tokens inside a (B, L) batch
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A batch of response rows: ``real[b]`` the row's real-token values (one array per field),
+    ``layout[b]`` the positions of its real tokens, ``fill`` the values at masked positions."""
+
+    fields: dict  # name -> (B, L) float64 arrays, garbage at masked positions
+    mask: np.ndarray  # (B, L) bool
+
+    @property
+    def shape(self):
+        return self.mask.shape
+
+
+def layout_rows(real: list[dict], positions: list[list[int]], width: int, fill: Callable[[str, int, int], float]) -> Rows:
+    """Place each row's real values at its positions; ``fill(name, b, t)`` at the rest."""
+    names = list(real[0])
+    B = len(real)
+    mask = np.zeros((B, width), dtype=bool)
+    fields = {name: np.zeros((B, width)) for name in names}
+    for b, (values, where) in enumerate(zip(real, positions)):
+        mask[b, where] = True
+        for name in names:
+            row = np.array([fill(name, b, t) for t in range(width)], dtype=np.float64)
+            row[where] = values[name]
+            fields[name][b] = row
+    return Rows(fields, mask)
+
+
+@st.composite
+def row_layouts(draw, lengths, *, padding=("right", "left", "both", "none"), interior=False, extra=3):
+    """For rows of the given real lengths: (positions per row, width). Rows are padded on the side
+    drawn for each; ``interior`` puts masked spans of 1-2 tokens between real tokens (at least one)."""
+    plans = []
+    for n in lengths:
+        side = draw(st.sampled_from(padding))
+        left = draw(st.integers(1, extra)) if side in ("left", "both") else 0
+        right = draw(st.integers(1, extra)) if side in ("right", "both") else 0
+        gaps = [0] * max(n - 1, 0)
+        if interior and n >= 2:
+            gaps = draw(st.lists(st.integers(0, 2), min_size=n - 1, max_size=n - 1))
+            if not any(gaps):
+                gaps[draw(st.integers(0, n - 2))] = draw(st.integers(1, 2))
+        plans.append((side, left, gaps, right))
+    width = max(left + n + sum(gaps) + right for (_, left, gaps, right), n in zip(plans, lengths))
+    positions = []
+    for (side, left, gaps, right), n in zip(plans, lengths):
+        used = left + n + sum(gaps) + right
+        shift = width - used if side == "left" else 0  # a left-padded row is flush right, others flush left
+        where, t = [], left + shift
+        for k in range(n):
+            where.append(t)
+            t += 1 + (gaps[k] if k < len(gaps) else 0)
+        positions.append(where)
+    return positions, width
+
+
+def _garbage_fill(draw):
+    table: dict = {}
+
+    def fill(name, b, t):
+        if (name, b, t) not in table:
+            table[(name, b, t)] = float(draw(GARBAGE))
+        return table[(name, b, t)]
+
+    return fill
+
+
+# ---------------------------------------------------------------------------------------------
+# token_gae
+
+
+@dataclass(frozen=True)
+class GaeCase:
+    rewards: np.ndarray
+    values: np.ndarray
+    mask: np.ndarray
+    gamma: float
+    lam: float
+
+    def rounded(self, dtype) -> "GaeCase":
+        return GaeCase(_rounded(self.rewards, dtype), _rounded(self.values, dtype), self.mask, self.gamma, self.lam)
+
+    def arguments(self):
+        return {"rewards": self.rewards, "values": self.values, "mask": self.mask, "gamma": self.gamma, "lam": self.lam}
+
+    def row(self, b) -> "GaeCase":
+        return GaeCase(self.rewards[b : b + 1], self.values[b : b + 1], self.mask[b : b + 1], self.gamma, self.lam)
+
+
+def gae_case(rewards, values, mask, gamma, lam) -> GaeCase:
+    f = lambda a: np.atleast_2d(np.asarray(a, dtype=np.float64))
+    return GaeCase(f(rewards), f(values), np.atleast_2d(np.asarray(mask, dtype=bool)), float(gamma), float(lam))
+
+
+def compacted_gae(case: GaeCase, u: float):
+    """(advantages, tolerance) at real tokens from the reference GAE on each compacted row (0 elsewhere)."""
+    advantages, tol = np.zeros(case.mask.shape), np.zeros(case.mask.shape)
+    for b in range(case.mask.shape[0]):
+        where = np.flatnonzero(case.mask[b])
+        if not len(where):
+            continue
+        r, v = case.rewards[b, where], case.values[b, where]
+        following = np.append(v[1:], 0.0)  # V of the next real token; the last one is terminal
+        flags = np.zeros(len(where), dtype=bool)
+        terminal = flags.copy()
+        terminal[-1] = True
+        advantages[b, where], _ = gae_ref.gae(r, v, following, terminal, flags, case.gamma, case.lam)
+        tol[b, where] = gae_tolerance(r, v, following, terminal, flags, case.gamma, case.lam, u)
+    return advantages, tol
+
+
+def call_token_gae(ctx, case: GaeCase):
+    """The candidate's (advantages, returns, call, case as received)."""
+    case = case.rounded(ctx.dtype)
+    call = ctx.call("token_gae", case.arguments(), outputs=2, shape=case.mask.shape, allow_nonfinite=True)
+    advantages, returns = call.outputs
+    return advantages, returns, call, case
+
+
+# known-wrong computations, for diagnoses only
+
+
+def _plain_recursion(rewards, values, gamma, lam):
+    """GAE over every position of each row, the row end terminal."""
+    B, L = rewards.shape
+    out, running, next_value = np.zeros((B, L)), np.zeros(B), np.zeros(B)
+    for t in reversed(range(L)):
+        running = rewards[:, t] + gamma * next_value - values[:, t] + gamma * lam * running
+        next_value = values[:, t]
+        out[:, t] = running
+    return out
+
+
+def _wrong_gae(case: GaeCase) -> list[tuple[np.ndarray, str]]:
+    with np.errstate(all="ignore"):
+        zeroed = _plain_recursion(case.rewards * case.mask, case.values * case.mask, case.gamma, case.lam)
+        uniform = _plain_recursion(case.rewards, case.values, case.gamma, case.lam)
+        right, _ = compacted_gae(case, 1e-16)
+        real = right[case.mask]
+        whitened = np.where(case.mask, (right - real.mean()) / math.sqrt((real.var(ddof=1) if real.size > 1 else 0.0) + 1e-8), 0.0)
+        flat = compacted_gae(GaeCase(case.rewards.reshape(1, -1), case.values.reshape(1, -1), case.mask.reshape(1, -1),
+                                     case.gamma, case.lam), 1e-16)[0].reshape(case.mask.shape)
+    return [
+        (zeroed, "masked positions are zeroed (r = V = 0) instead of skipped: each is a discount step with V = 0 "
+                 "(OpenRLHF's get_advantages_and_returns multiplies values and rewards by the mask)"),
+        (uniform, "the mask is ignored inside the recursion: masked tokens are steps and their rewards and values "
+                  "enter the real tokens' advantages (bugs.md G1, G2)"),
+        (whitened, "the advantages are whitened inside the function (verl's compute_gae_advantage_return returns "
+                   "masked_whiten(A)); token_gae returns raw advantages"),
+        (flat, "the rows are run as one flattened sequence: the trace runs from one row into the next"),
+    ]
+
+
+def _diagnose_gae(case: GaeCase, real):
+    def diagnose(actual):
+        for wrong, cause in _wrong_gae(case):
+            if np.all(np.isfinite(wrong[real])) and matches(actual, wrong[real], 1e-6 * (1 + np.abs(wrong[real]))):
+                return cause
+        return ""
+
+    return diagnose
+
+
+def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: bool = True):
+    """Advantages (and returns) at real tokens equal the compacted reference GAE."""
+    advantages, returns, call, case = call_token_gae(ctx, case)
+    u = call.unit_roundoff
+    expected, tol = compacted_gae(case, u)
+    real = case.mask
+    assert_close(advantages[real], expected[real], tol[real], what=f"{what}: advantages at real tokens", call=call.code,
+                 cause=cause, diagnose=_diagnose_gae(case, real))
+    if returns_too:
+        assert_close(returns[real], (expected + case.values)[real],
+                     returns_tolerance(tol, expected, case.values, u)[real], what=f"{what}: returns at real tokens",
+                     call=call.code, cause=cause)
+    return advantages, returns, call, case
+
+
+# The research notes' rows (gamma = lambda = 0.5).
+REFERENCE_ROW = ([1.0, 1.0, 2.0], [0.5, 0.5, 0.5])  # -> [1.03125, 1.125, 1.5]
+REFERENCE_ROW_ADVANTAGES = [1.03125, 1.125, 1.5]
+P1_ROWS = ([[1.0, 1.0], [1.0, 2.0]], [[0.5, 0.5], [0.5, 0.5]])  # -> [[0.875, 0.5], [1.125, 1.5]]
+P1_ROWS_ADVANTAGES = [[0.875, 0.5], [1.125, 1.5]]
+HOLE_CASE = gae_case([1.0, 1e6, -1e6, 1.0, 2.0], [0.5, 1e6, 7.0, 0.5, 0.5], [1, 0, 0, 1, 1], 0.5, 0.5)  # OpenRLHF: 0.533203125
+
+
+@st.composite
+def gae_cases(draw, dtype, *, max_rows=4, max_length=6, padding=("right", "left", "both", "none"), interior=False,
+              garbage=True, min_rows=1):
+    """Drawn rows: real rewards and values in [-10, 10], gamma and lambda in [0, 1]."""
+    lengths = draw(st.lists(st.integers(2 if interior else 1, max_length), min_size=min_rows, max_size=max_rows), label="lengths")
+    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior))
+    real = [{"rewards": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n)),
+             "values": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n))} for n in lengths]
+    fill = _garbage_fill(draw) if garbage else (lambda name, b, t: 0.0)
+    rows = layout_rows(real, positions, width, fill)
+    gamma, lam = float(draw(FRACTIONS, label="gamma")), float(draw(FRACTIONS, label="lam"))
+    return gae_case(rows.fields["rewards"], rows.fields["values"], rows.mask, gamma, lam).rounded(dtype)
+
+
+@check("RLHF-GAE-KNOWN-ANSWER")
+def gae_known_answer(ctx):
+    """The reference 3-token row [1.03125, 1.125, 1.5]; P1 as two rows; both right-padded with garbage."""
+    cause = "the advantages are whitened inside the function, or the last real token bootstraps"
+    case = gae_case([REFERENCE_ROW[0]], [REFERENCE_ROW[1]], [[1, 1, 1]], 0.5, 0.5)
+    advantages, returns, call, case = call_token_gae(ctx, case)
+    _, tol = compacted_gae(case, call.unit_roundoff)
+    assert_close(advantages[0], REFERENCE_ROW_ADVANTAGES, tol[0], what="reference 3-token row: advantages", call=call.code,
+                 cause=cause, diagnose=_diagnose_gae(case, case.mask))
+    assert_close(returns[0], np.add(REFERENCE_ROW_ADVANTAGES, 0.5), 2 * tol[0] + 4 * call.unit_roundoff,
+                 what="reference 3-token row: returns", call=call.code, cause=cause)
+
+    p1 = gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5)
+    advantages, _, call, p1 = call_token_gae(ctx, p1)
+    _, tol = compacted_gae(p1, call.unit_roundoff)
+    assert_close(advantages, P1_ROWS_ADVANTAGES, tol, what="PROBES P1 as two rows", call=call.code, cause=cause,
+                 diagnose=_diagnose_gae(p1, p1.mask))
+
+    padded = gae_case([[1.0, 1.0, 1e6, -3.0], [1.0, 2.0, 9.0, 1e6]], [[0.5, 0.5, 100.0, -1e6], [0.5, 0.5, 7.0, 3.0]],
+                      [[1, 1, 0, 0], [1, 1, 0, 0]], 0.5, 0.5)
+    advantages, _, call, padded = call_token_gae(ctx, padded)
+    _, tol = compacted_gae(padded, call.unit_roundoff)
+    assert_close(advantages[:, :2], P1_ROWS_ADVANTAGES, tol[:, :2], what="PROBES P1 as two rows, right-padded with garbage",
+                 call=call.code, cause=cause, diagnose=_diagnose_gae(padded, padded.mask))
+
+
+@check("RLHF-GAE-ROW-EQUALS-GAE")
+def gae_row_equals_gae(ctx):
+    """Each row equals the time-major reference GAE on its real tokens, last one terminal (edge padding)."""
+    cause = "raw advantages of one episode per row expected: whitened, flattened across rows, or bootstrapped at the end"
+    verify_gae(ctx, gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5), what="P1 as two rows", cause=cause)
+    verify_gae(ctx, gae_case([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], [[0.3, -0.2, 1.0], [0.0, 0.5, 0.0]], [[1, 1, 1], [1, 1, 1]], 1.0, 0.95),
+               what="two full rows, gamma 1, lambda 0.95", cause=cause)
+    ctx.property(gae_cases(ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
+                 lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-GAE-PADDING-INVARIANT")
+def gae_padding_invariant(ctx):
+    """The same real tokens unpadded, right-padded, left-padded and both give the same advantages and returns."""
+    cause = "padding changes the real tokens' numbers: the last real token bootstraps from a pad, or pads are steps"
+
+    def verify(case: GaeCase, width_extra=(2, 2)):
+        where = np.flatnonzero(case.mask[0])
+        r, v = case.rewards[0, where], case.values[0, where]
+        n, (left, right) = len(where), width_extra
+        layouts = {"unpadded": (0, 0), "right-padded": (0, right), "left-padded": (left, 0), "padded on both sides": (left, right)}
+        for label, (a, b) in layouts.items():
+            rewards = np.concatenate([np.full(a, 5.0), r, np.full(b, -4.0)])
+            values = np.concatenate([np.full(a, 3e5), v, np.full(b, 1e6)])
+            mask = np.concatenate([np.zeros(a, bool), np.ones(n, bool), np.zeros(b, bool)])
+            verify_gae(ctx, gae_case([rewards], [values], [mask], case.gamma, case.lam), what=f"{label} row", cause=cause)
+
+    verify(gae_case([REFERENCE_ROW[0]], [REFERENCE_ROW[1]], [[1, 1, 1]], 0.5, 0.5))
+    verify(gae_case([[0.0, 1.0]], [[0.0, 0.0]], [[1, 1]], 1.0, 0.95))  # bugs.md G1 (ROLL): [0.95, 1.0]
+    ctx.property(st.tuples(gae_cases(ctx.dtype, max_rows=1, padding=("none",), garbage=False), st.integers(1, 3), st.integers(1, 3)),
+                 lambda d: verify(d[0], (d[1], d[2])), label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-GAE-INTERIOR-MASK-SKIPPED")
+def gae_interior_mask_skipped(ctx):
+    """Interior masked spans (with garbage) are skipped: the reference GAE on the row with the span removed."""
+    cause = "masked positions are zeroed (r = V = 0) instead of skipped: each is a discount step with V = 0"
+    verify_gae(ctx, HOLE_CASE, what="reference 3-token row with a 2-token hole (OpenRLHF gives 0.533203125)", cause=cause)
+    verify_gae(ctx, gae_case([[0.0, 3.0, -2.0, 1.0], [1.0, 1.0, 2.0, 0.0]], [[0.0, 9.0, 4.0, 0.0], [0.5, 0.5, 0.5, 1e6]],
+                             [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
+               what="bugs.md G2: [a, obs, obs, reward 1], gamma 1, lambda 0.95 (token-uniform GAE gives 0.9025)", cause=cause)
+    ctx.property(gae_cases(ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-GAE-MASKED-GARBAGE-IGNORED")
+def gae_masked_garbage_ignored(ctx):
+    """Garbage rewards and values at left and right padding change nothing: zeros there give the same."""
+    cause = "the values (or rewards) at padded positions enter the recursion: the last real token bootstraps from a pad"
+
+    def verify(case: GaeCase):
+        clean = GaeCase(np.where(case.mask, case.rewards, 0.0), np.where(case.mask, case.values, 0.0), case.mask, case.gamma, case.lam)
+        a0, r0, call0, clean = verify_gae(ctx, clean, what="zeros at padded positions", cause=cause)
+        a1, r1, call1, case = verify_gae(ctx, case, what="garbage at padded positions", cause=cause)
+
+    verify(gae_case([[0.0, 1.0, 0.0]], [[0.0, 0.0, 100.0]], [[1, 1, 0]], 1.0, 0.95))  # bugs.md G1 (ROLL): [5.70, 6.00] when leaked
+    verify(gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
+                    [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5))
+    ctx.property(gae_cases(ctx.dtype), verify, label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-GAE-ROWS-INDEPENDENT")
+def gae_rows_independent(ctx):
+    """Row b of a (B, L) call equals the (1, L) call on row b alone (the candidate against itself)."""
+
+    def verify(case: GaeCase):
+        together, _, call, case = call_token_gae(ctx, case)
+        for b in range(case.mask.shape[0]):
+            row = case.row(b)
+            alone, _, call_b, row = call_token_gae(ctx, row)
+            real = row.mask[0]
+            tol = compacted_gae(row, call.unit_roundoff)[1][0] + compacted_gae(row, call_b.unit_roundoff)[1][0]
+            assert_close(together[b][real], alone[0][real], tol[real], what=f"row {b} in the batch vs row {b} alone", call=call.code,
+                         cause="the rows are flattened into one sequence, or a batch statistic (whitening) enters")
+
+    verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))  # flattened: [1.0078125, 1.03125, ...]
+    ctx.property(gae_cases(ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES")
+def gae_returns_identity(ctx):
+    """returns == advantages + values at real tokens, on the candidate's own output."""
+
+    def verify(case: GaeCase):
+        advantages, returns, call, case = call_token_gae(ctx, case)
+        real = case.mask
+        tol = returns_tolerance(np.zeros(case.mask.shape), advantages, case.values, call.unit_roundoff)
+        assert_close(returns[real], (advantages + case.values)[real], tol[real], what="returns vs advantages + values", call=call.code,
+                     cause="returns are computed from the raw advantages while the advantages returned are whitened")
+
+    verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))
+    verify(HOLE_CASE)
+    ctx.property(gae_cases(ctx.dtype, interior=True), verify, label="drawn", max_examples=drawn_examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# assemble_rewards
+
+
+def last_real(mask) -> np.ndarray:
+    return mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
+
+
+def expected_rewards(scores, kl, mask, kl_coef):
+    rewards = np.where(mask, -kl_coef * kl, 0.0)
+    rewards[np.arange(len(scores)), last_real(mask)] += scores
+    return rewards
+
+
+def rewards_tolerance(scores, kl, mask, kl_coef, u):
+    magnitude = np.abs(kl_coef * kl)
+    bonus = np.zeros(mask.shape)
+    bonus[np.arange(len(scores)), last_real(mask)] = np.abs(scores)
+    return 2 * u * (3 * magnitude + bonus) + 4 * smallest_normal(u) + TINY
+
+
+def _wrong_placements(scores, kl, mask, kl_coef):
+    B, L = mask.shape
+    base = np.where(mask, -kl_coef * kl, 0.0)
+    trl = base.copy()
+    last = last_real(mask)
+    for b in range(B):
+        trl[b, last[b] + 1 if last[b] + 1 < L else last[b]] += scores[b]
+    right = base.copy()
+    right[np.arange(B), np.maximum(mask.sum(axis=1) - 1, 0)] += scores
+    sequence = np.zeros(mask.shape)
+    sequence[np.arange(B), last] = scores - kl_coef * np.sum(np.where(mask, kl, 0.0), axis=1)
+    return [
+        (trl, "the score lands one step after the last real token when the row has padding (TRL 1.12 PPO: sequence_length + 1): "
+              "EOS-terminated and length-truncated rows are treated differently"),
+        (right, "the score index assumes right padding (mask.sum() - 1): in a left-padded row it lands on the wrong token"),
+        (sequence, "the KL is summed over the row and charged at the last token (a sequence-level penalty)"),
+    ]
+
+
+def verify_rewards(ctx, scores, kl, mask, kl_coef, *, what, cause=""):
+    args = {"scores": _rounded(scores, ctx.dtype), "kl": _rounded(np.atleast_2d(kl), ctx.dtype),
+            "mask": np.atleast_2d(np.asarray(mask, dtype=bool)), "kl_coef": float(kl_coef)}
+    call = ctx.call("assemble_rewards", args, shape=args["mask"].shape, allow_nonfinite=True)
+    (rewards,) = call.outputs
+    s, k, m = args["scores"], args["kl"], args["mask"]
+    expected = expected_rewards(s, k, m, kl_coef)
+    tol = rewards_tolerance(s, k, m, kl_coef, call.unit_roundoff)
+
+    def diagnose(actual):
+        for wrong, text in _wrong_placements(s, k, m, kl_coef):
+            if matches(actual, wrong[m], 1e-6 * (1 + np.abs(wrong[m]))):
+                return text
+        return ""
+
+    assert_close(rewards[m], expected[m], tol[m], what=f"{what}: rewards at real tokens", call=call.code, cause=cause, diagnose=diagnose)
+
+
+@check("RLHF-REWARDS-KNOWN-ANSWER")
+def rewards_known_answer(ctx):
+    """OpenRLHF compute_reward: r = 5, kl_coef 0.5, kl [.1, .2, .3, .4], mask [1, 1, 1, 0] -> [-0.05, -0.1, 4.85]."""
+    verify_rewards(ctx, [5.0], [0.1, 0.2, 0.3, 0.4], [1, 1, 1, 0], 0.5, what="OpenRLHF's example",
+                   cause="the score is not on the last real token, or the KL term's sign or coefficient is wrong")
+    verify_rewards(ctx, [5.0, 1.0], [[0.1, 0.2, 0.3, 0.4], [0.0, 0.5, 0.5, 0.5]], [[1, 1, 1, 0], [0, 1, 1, 1]], 0.5,
+                   what="OpenRLHF's example and a left-padded row")
+
+
+@st.composite
+def reward_cases(draw, dtype, padding=("right", "left", "both", "none"), interior=False, max_rows=4):
+    lengths = draw(st.lists(st.integers(1, 6), min_size=1, max_size=max_rows), label="lengths")
+    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2))
+    real = [{"kl": draw(st.lists(_floats(-5.0, 5.0), min_size=n, max_size=n))} for n in lengths]
+    rows = layout_rows(real, positions, width, _garbage_fill(draw))
+    scores = np.array(draw(st.lists(_floats(-10.0, 10.0), min_size=len(lengths), max_size=len(lengths))))
+    coef = float(draw(st.sampled_from([0.05, 0.5, 0.0]) | _floats(0.0, 1.0), label="kl_coef"))
+    return _rounded(scores, dtype), _rounded(rows.fields["kl"], dtype), rows.mask, coef
+
+
+@check("RLHF-REWARDS-SCORE-ON-LAST-REAL-TOKEN")
+def rewards_score_on_last_real_token(ctx):
+    """Right-padded (EOS-terminated), left-padded and full-width (length-truncated) rows: the score on the last real token."""
+    cause = "the score is not on the row's last real token"
+    mask = [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 1, 0, 1, 0]]
+    verify_rewards(ctx, [1.0, 2.0, 3.0, 4.0], np.zeros((4, 5)), mask, 0.1,
+                   what="EOS-terminated, length-truncated, left-padded and interior-masked rows (kl 0)", cause=cause)
+    verify_rewards(ctx, [1.0], [0.0, 0.0, 0.0, 0.0], [1, 1, 1, 0], 0.05, what="bugs.md G4: [t0, t1, EOS, PAD]", cause=cause)
+    ctx.property(reward_cases(ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-REWARDS-KL-PER-TOKEN")
+def rewards_kl_per_token(ctx):
+    """Each real token carries its own -kl_coef kl_t."""
+    cause = "the KL penalty is not per token: summed into the score, or with the wrong sign"
+    verify_rewards(ctx, [0.0, 0.0], [[0.5, -0.25, 1.0], [2.0, 0.0, 9.0]], [[1, 1, 1], [1, 1, 0]], 0.1, what="score 0", cause=cause)
+    ctx.property(reward_cases(ctx.dtype), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause), label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# aggregate_loss
+
+MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def aggregation_weights(mask, mode, num_tokens=None, norm_length=None, eps=0.0) -> np.ndarray:
+    """d loss / d l[b, t] by the definition of each mode (0 at masked positions)."""
+    B, L = mask.shape
+    n = mask.sum(axis=1).astype(np.float64)
+    if mode == "token-mean":
+        w = np.full(B, 1.0 / (mask.sum() if num_tokens is None else num_tokens))
+    elif mode == "seq-mean-token-mean":
+        w = 1.0 / (B * (n + eps))
+    elif mode == "seq-mean-token-sum":
+        w = np.full(B, 1.0 / B)
+    else:
+        w = np.full(B, 1.0 / (B * (L if norm_length is None else norm_length)))
+    return np.where(mask, w[:, None], 0.0)
+
+
+def call_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None):
+    args = {"per_token_loss": _rounded(np.atleast_2d(losses), ctx.dtype), "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
+            "mode": mode}
+    if num_tokens is not None:
+        args["num_tokens"] = num_tokens
+    if norm_length is not None:
+        args["norm_length"] = norm_length
+    call = ctx.call("aggregate_loss", args, array="torch", requires_grad=("per_token_loss",), shape=(), allow_nonfinite=True)
+    shape = args["mask"].shape
+    grad = _gradient(call, "per_token_loss", shape[0] * shape[1]).reshape(shape)
+    return float(call.outputs[0]), grad, call, args
+
+
+def _wrong_weights(mask, mode, num_tokens, norm_length, eps):
+    B, L = mask.shape
+    options = [
+        (np.where(mask, 1.0 / (B * L), 0.0), "the mean is taken over all B * L positions ((l * mask).mean()): padding counts in the denominator"),
+        (aggregation_weights(mask, "token-mean"), "the token count of this call is used instead of num_tokens / the mode is a plain token mean"),
+        (aggregation_weights(mask, "seq-mean-token-mean", eps=eps), "seq-mean-token-mean's weights 1/(B n_b) are used for this mode"),
+        (np.where(mask, 1.0 / L, 0.0), "the sum-norm mode divides by the padded width only, not by B * norm_length (verl #3741)"),
+    ]
+    if norm_length is not None:
+        options.append((aggregation_weights(mask, mode), "norm_length is ignored: the padded width L is used"))
+    return options
+
+
+def verify_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None, *, what, cause=""):
+    """Loss = sum w l over real tokens and d loss / d l = w (exactly 0 at masked positions)."""
+    conv = conventions(ctx)
+    loss, grad, call, args = call_aggregate(ctx, losses, mask, mode, num_tokens, norm_length)
+    l, m = args["per_token_loss"], args["mask"]
+    u = call.unit_roundoff
+    w = aggregation_weights(m, mode, num_tokens, norm_length, conv.seq_mean_token_mean_eps)
+    N, B = int(m.sum()), m.shape[0]
+    eta = smallest_normal(u)
+    terms = np.where(m, w * l, 0.0)
+
+    def diagnose(actual):
+        for wrong, text in _wrong_weights(m, mode, num_tokens, norm_length, conv.seq_mean_token_mean_eps):
+            if np.array_equal(actual.shape, wrong.shape) and matches(actual, wrong, 1e-6 * np.abs(wrong) + 1e-300):
+                return text
+        return ""
+
+    assert_close(grad, w, np.where(m, 2 * u * 6 * w + 8 * eta, 0.0) + TINY * 0, what=f"{what} ({mode}): d loss / d l[b, t]",
+                 call=call.code, cause=cause, diagnose=diagnose)
+    assert_close(loss, float(terms.sum()), 2 * u * (N + B + 6) * float(np.abs(terms).sum()) + 8 * eta + TINY,
+                 what=f"{what} ({mode}): loss = sum over real tokens of w l", call=call.code, cause=cause)
+    return loss, grad, call, args
+
+
+WORKED_LOSSES = np.ones((2, 3))
+WORKED_MASK = np.array([[1, 0, 0], [1, 1, 1]], dtype=bool)
+WORKED = {  # mode -> (loss, weights): research notes §2.2 (verl agg_loss probe)
+    "token-mean": (1.0, [[0.25, 0, 0], [0.25, 0.25, 0.25]]),
+    "seq-mean-token-mean": (1.0, [[0.5, 0, 0], [1 / 6, 1 / 6, 1 / 6]]),
+    "seq-mean-token-sum": (2.0, [[0.5, 0, 0], [0.5, 0.5, 0.5]]),
+    "seq-mean-token-sum-norm": (2 / 3, [[1 / 6, 0, 0], [1 / 6, 1 / 6, 1 / 6]]),
+}
+
+
+@st.composite
+def loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("right", "left", "both", "none"), interior=True):
+    lengths = draw(st.lists(st.integers(1, max_length), min_size=min_rows, max_size=max_rows), label="lengths")
+    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2))
+    real = [{"loss": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n))} for n in lengths]
+    rows = layout_rows(real, positions, width, _garbage_fill(draw))
+    return _rounded(rows.fields["loss"], dtype), rows.mask
+
+
+@check("RLHF-AGG-KNOWN-ANSWER")
+def aggregation_known_answer(ctx):
+    """The worked example: losses 1, mask [[1, 0, 0], [1, 1, 1]], every mode; sum-norm padded to width 6."""
+    conv = conventions(ctx)
+    for mode, (value, weights) in WORKED.items():
+        loss, grad, call, _ = verify_aggregate(ctx, WORKED_LOSSES, WORKED_MASK, mode, what="worked example")
+        u = call.unit_roundoff
+        if not (mode == "seq-mean-token-mean" and conv.seq_mean_token_mean_eps):
+            assert_close(loss, value, 2 * u * 16 * value + TINY, what=f"worked example ({mode}): loss", call=call.code)
+            assert_close(grad, weights, 2 * u * 12 * np.abs(weights) + TINY, what=f"worked example ({mode}): d loss / d l", call=call.code)
+    wide = np.concatenate([WORKED_MASK, np.zeros((2, 3), dtype=bool)], axis=1)
+    loss, grad, call, _ = verify_aggregate(ctx, np.concatenate([WORKED_LOSSES, np.full((2, 3), 5.0)], axis=1), wide,
+                                           "seq-mean-token-sum-norm", what="worked example padded to width 6")
+    assert_close(loss, 1 / 3, 2 * call.unit_roundoff * 16 / 3 + TINY, what="width 6, seq-mean-token-sum-norm: loss", call=call.code)
+
+
+@check("RLHF-AGG-GRADIENT-WEIGHTS")
+def aggregation_gradient_weights(ctx):
+    """Every mode's exact per-token weights on drawn batches, with and without num_tokens / norm_length."""
+
+    @st.composite
+    def drawn(draw):
+        losses, mask = draw(loss_cases(ctx.dtype))
+        mode = draw(st.sampled_from(MODES), label="mode")
+        num_tokens = draw(st.none() | st.integers(1, 64), label="num_tokens") if mode == "token-mean" else None
+        norm_length = draw(st.none() | st.integers(1, 64), label="norm_length") if mode == "seq-mean-token-sum-norm" else None
+        return losses, mask, mode, num_tokens, norm_length
+
+    def verify(case):
+        verify_aggregate(ctx, *case, what="drawn batch")
+
+    for mode in MODES:
+        verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool), mode,
+                8 if mode == "token-mean" else None, 16 if mode == "seq-mean-token-sum-norm" else None))
+    ctx.property(drawn(), verify, label="drawn", max_examples=2 * drawn_examples(ctx))
+
+
+@check("RLHF-AGG-MICROBATCH-INVARIANT")
+def aggregation_microbatch_invariant(ctx):
+    """token-mean, num_tokens = the global count: summed micro-batch losses and gradients equal the full batch's."""
+    cause = "num_tokens is ignored: each micro-batch is divided by its own token count"
+
+    def verify(losses, mask, cuts):
+        N = int(mask.sum())
+        full, full_grad, call, args = verify_aggregate(ctx, losses, mask, "token-mean", N, what="full batch, num_tokens = N")
+        total, grads, tol = 0.0, [], 0.0
+        for lo, hi in zip((0,) + cuts, cuts + (len(mask),)):
+            part, grad, call_k, args_k = verify_aggregate(ctx, losses[lo:hi], mask[lo:hi], "token-mean", N,
+                                                          what=f"micro-batch rows {lo}:{hi}, num_tokens = {N}", cause=cause)
+            total += part
+            grads.append(grad)
+            tol += 2 * call_k.unit_roundoff * (N + len(mask) + 6) * float(np.abs(np.where(args_k["mask"], args_k["per_token_loss"], 0)).sum()) / N
+        u = call.unit_roundoff
+        tol += 2 * u * (N + len(mask) + 6) * float(np.abs(np.where(args["mask"], args["per_token_loss"], 0)).sum()) / N + TINY
+        assert_close(total, full, tol, what="sum of the micro-batch losses vs the full batch's", call=call.code, cause=cause)
+        assert_close(np.concatenate(grads), full_grad, 2 * u * 12 / N + TINY, what="accumulated gradients vs the full batch's",
+                     call=call.code, cause=cause)
+
+    # bugs.md G12: micro-batch 1 one token with loss 4, micro-batch 2 three tokens with loss 0: full mean 1.
+    verify(np.array([[4.0, 9.0, 9.0], [0.0, 0.0, 0.0]]), np.array([[1, 0, 0], [1, 1, 1]], dtype=bool), (1,))
+
+    @st.composite
+    def drawn(draw):
+        losses, mask = draw(loss_cases(ctx.dtype, min_rows=2))
+        cuts = sorted(set(draw(st.lists(st.integers(1, len(mask) - 1), min_size=1, max_size=2))))
+        return losses, mask, tuple(cuts)
+
+    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-AGG-WIDTH-INDEPENDENT")
+def aggregation_width_independent(ctx):
+    """Extra all-masked columns (garbage losses) change nothing with norm_length given; the default scales by L / L'."""
+    cause = "the aggregation depends on the padded width: padding counted in a denominator, or norm_length ignored"
+
+    def verify(losses, mask, extra, norm_length):
+        B, L = mask.shape
+        wide_losses = np.concatenate([losses, np.full((B, extra), 1e6)], axis=1)
+        wide_mask = np.concatenate([mask, np.zeros((B, extra), dtype=bool)], axis=1)
+        for mode in MODES:
+            given = norm_length if mode == "seq-mean-token-sum-norm" else None
+            narrow, g_narrow, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=given, what=f"width {L}", cause=cause)
+            wide, g_wide, call_w, _ = verify_aggregate(ctx, wide_losses, wide_mask, mode, norm_length=given, what=f"width {L + extra}",
+                                                       cause=cause)
+        verify_aggregate(ctx, wide_losses, wide_mask, "seq-mean-token-sum-norm", what=f"width {L + extra}, default norm_length = L'",
+                         cause="the default norm_length is not the padded width L (the protocol's declared default)")
+
+    verify(WORKED_LOSSES, WORKED_MASK, 3, 3)
+
+    @st.composite
+    def drawn(draw):
+        losses, mask = draw(loss_cases(ctx.dtype, padding=("right", "none"), interior=False))
+        return losses, mask, draw(st.integers(1, 4)), draw(st.integers(1, 32))
+
+    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+
+
+@check("RLHF-AGG-LENGTH-BIAS")
+def aggregation_length_bias(ctx):
+    """Dr. GRPO: 2 tokens A = +1, 10 tokens A = -1: seq-mean-token-mean weights 1/4 and 1/20, token-mean 1/12, sum-norm 1/32."""
+    conv = conventions(ctx)
+    cause = "seq-mean-token-mean and token-mean are swapped: the length bias (weight 1/(B n_b)) is missing or misplaced"
+    mask = np.zeros((2, 10), dtype=bool)
+    mask[0, :2] = True
+    mask[1, :] = True
+    losses = np.where(np.arange(10)[None, :] < np.array([[2], [10]]), np.array([[-1.0], [1.0]]), 0.0)  # -A per token
+    for mode, norm, weights in [("seq-mean-token-mean", None, (1 / 4, 1 / 20)), ("token-mean", None, (1 / 12, 1 / 12)),
+                                ("seq-mean-token-sum-norm", 16, (1 / 32, 1 / 32))]:
+        _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bugs.md G10", cause=cause)
+        if mode != "seq-mean-token-mean" or not conv.seq_mean_token_mean_eps:
+            expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
+            assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bugs.md G10 weights ({mode})",
+                         call=call.code, cause=cause)
+
+    @st.composite
+    def drawn(draw):
+        losses, mask = draw(loss_cases(ctx.dtype, min_rows=2))
+        return losses, mask
+
+    ctx.property(drawn(), lambda d: verify_aggregate(ctx, *d, "seq-mean-token-mean", what="drawn rows of different lengths", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-AGG-MASKED-ZERO-GRADIENT")
+def aggregation_masked_zero_gradient(ctx):
+    """Garbage losses at masked positions: every mode's gradient there is exactly 0 and the loss unchanged."""
+    cause = "the mask is applied to the denominator only: padding losses enter the numerator"
+
+    def verify(losses, mask):
+        for mode in MODES:
+            verify_aggregate(ctx, losses, mask, mode, what="garbage at masked positions", cause=cause)
+
+    verify(np.array([[1.0, 1e6, -1e6], [1.0, 1.0, 1.0]]), WORKED_MASK)
+    ctx.property(loss_cases(ctx.dtype), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# token_ppo_loss
+
+
+def _ppo_conv(clip_high, dual_clip) -> PPOConventions:
+    return PPOConventions(**{**PPO_DEFAULTS, "dual_clip": dual_clip, "clip_eps_high": clip_high})
+
+
+def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):
+    args = {
+        "logp_new": _rounded(np.atleast_2d(logp_new), ctx.dtype),
+        "logp_old": _rounded(np.atleast_2d(logp_old), ctx.dtype),
+        "advantages": _rounded(np.atleast_2d(advantages), ctx.dtype),
+        "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
+        "clip_low": float(clip_low),
+        "clip_high": float(clip_high),
+    }
+    if dual_clip is not None:
+        args["dual_clip"] = float(dual_clip)
+    call = ctx.call("token_ppo_loss", args, array="torch", requires_grad=("logp_new",), shape=(), allow_nonfinite=True)
+    shape = args["mask"].shape
+    return float(call.outputs[0]), _gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
+
+
+def ppo_expected(args, clamp, u):
+    """(loss, gradient lower bound, gradient upper bound, loss tolerance, gradient tolerance) over real tokens."""
+    m = args["mask"]
+    lpn, lpo, A = args["logp_new"][m], args["logp_old"][m], args["advantages"][m]
+    clip_low, clip_high, c = args["clip_low"], args["clip_high"], args.get("dual_clip")
+    conv = _ppo_conv(clip_high, c)
+    x = lpn - lpo
+    x_eff = x if clamp is None else np.clip(x, -clamp, clamp)
+    r = np.exp(x_eff)
+    objective = clip_objective(r, A, clip_low, conv)
+    rel = ratio_relative_error(lpn, lpo, u)
+    low, high = log_derivative_bounds(r, A, clip_low, conv, rel)
+    if clamp is not None:
+        beyond = np.abs(x) > clamp * (1 + rel) + rel
+        near = ~beyond & (np.abs(x) >= clamp * (1 - rel) - rel)
+        low, high = np.where(beyond, 0.0, low), np.where(beyond, 0.0, high)
+        low, high = np.where(near, np.minimum(low, 0.0), low), np.where(near, np.maximum(high, 0.0), high)
+    N = len(A)
+    bound = np.maximum.reduce([r, np.full_like(r, 1 + clip_high), np.full_like(r, c or 0.0)]) * np.abs(A)
+    mag = np.abs(lpn) + np.abs(lpo) + 1
+    eta = smallest_normal(u)
+    loss_tol = 2 * u * float(np.sum((mag + N + 6) * bound)) + 16 * eta + TINY
+    grad_tol = 2 * u * (mag + 8) * r * np.abs(A) + 16 * eta + TINY
+    return -float(np.sum(objective)), -high, -low, loss_tol, grad_tol
+
+
+def _wrong_ppo(args):
+    """Known-wrong losses, for diagnoses: a +-20 log-ratio clamp, a dual clip on A > 0, no dual clip, no min."""
+    m = args["mask"]
+    x = (args["logp_new"] - args["logp_old"])[m]
+    A = args["advantages"][m]
+    lo, hi, c = 1 - args["clip_low"], 1 + args["clip_high"], args.get("dual_clip")
+    options = []
+    for clamp, text in [(20.0, "the log-ratio is clamped to +-20 before exp (verl, OpenRLHF) without declaring "
+                               "RLSPEC_CONVENTIONS['log_ratio_clamp'] = 20")]:
+        r = np.exp(np.clip(x, -clamp, clamp))
+        obj = clip_objective(r, A, args["clip_low"], _ppo_conv(args["clip_high"], c))
+        options.append((-float(np.sum(obj)), text))
+    r = np.exp(x)
+    plain = np.minimum(r * A, np.clip(r, lo, hi) * A)
+    if c is not None:
+        options.append((-float(np.sum(np.maximum(plain, c * A))), "the dual clip is applied to positive advantages too (bugs.md C4)"))
+        options.append((-float(np.sum(plain)), "the dual clip is ignored (bugs.md C6)"))
+    options.append((-float(np.sum(np.clip(r, lo, hi) * A)), "the clipped term is used without the min (bugs.md C3)"))
+    options.append((-float(np.sum(np.minimum(r * A, np.clip(r, lo, 1 + args["clip_low"]) * A))), "clip_high is ignored: the upper bound is 1 + clip_low"))
+    return options
+
+
+def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None, *, what, cause=""):
+    """Loss = -sum over real tokens of the clipped objective; per-token gradient (a subgradient at kinks); 0 at masked tokens."""
+    conv = conventions(ctx)
+    loss, grad, call, args = call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip)
+    u = call.unit_roundoff
+    expected, low, high, loss_tol, grad_tol = ppo_expected(args, conv.log_ratio_clamp, u)
+
+    def diagnose(actual):
+        for value, text in _wrong_ppo(args):
+            if math.isfinite(value) and abs(float(np.asarray(actual).reshape(-1)[0]) - value) <= 1e-6 * (1 + abs(value)):
+                return text
+        if not math.isfinite(float(np.asarray(actual).reshape(-1)[0])):
+            return "the loss is not finite on finite input: the ratio is a quotient of probabilities (0/0), or padding enters"
+        return ""
+
+    assert_close(loss, expected, loss_tol, what=f"{what}: loss = -sum over real tokens of min(r A, clip(r) A)", call=call.code,
+                 cause=cause, diagnose=diagnose)
+    m = args["mask"]
+    real = grad[m]
+    assert_close(real, np.clip(real, low, high), grad_tol, what=f"{what}: d loss / d logp_new at real tokens", call=call.code, cause=cause)
+    assert_close(grad[~m], np.zeros(int((~m).sum())), 0.0, what=f"{what}: d loss / d logp_new at masked tokens (must be 0)",
+                 call=call.code, cause="the mask is not applied to the per-token loss: padding tokens have a gradient")
+    return loss, grad, call, args
+
+
+# P5 (seed 000 §2.7): (A, r, loss, d loss / d logp_new) for one token, clip 0.2.
+TOKEN_TABLE = [(2.0, 0.5, -1.0, -1.0), (2.0, 1.0, -2.0, -2.0), (2.0, 1.5, -2.4, 0.0),
+               (-2.0, 0.5, 1.6, 0.0), (-2.0, 1.0, 2.0, 2.0), (-2.0, 1.5, 3.0, 3.0)]
+
+
+def exact_token(ctx, A, r, loss_value, grad_value, clip_low=0.2, clip_high=0.2, dual_clip=None, *, what):
+    """One token (1, 1): the loss and the gradient equal the listed numbers (within the rounding of log r)."""
+    conv = conventions(ctx)
+    loss, grad, call, args = verify_ppo(ctx, [[math.log(r)]], [[0.0]], [[A]], [[True]], clip_low, clip_high, dual_clip, what=what)
+    clamp_moves = conv.log_ratio_clamp is not None and abs(math.log(r)) >= conv.log_ratio_clamp
+    if not clamp_moves:
+        _, _, _, loss_tol, grad_tol = ppo_expected(args, conv.log_ratio_clamp, call.unit_roundoff)
+        assert_close(loss, loss_value, 2 * loss_tol, what=f"{what}: loss", call=call.code)
+        assert_close(grad.reshape(-1), [grad_value], 2 * grad_tol, what=f"{what}: d loss / d logp_new", call=call.code)
+
+
+@st.composite
+def ppo_cases(draw, dtype, *, log_ratio=_floats(-3.0, 3.0), logp_old=_floats(-50.0, 0.0), advantage=None, dual=False,
+              padding=("right", "left", "both", "none"), interior=True, clip=None):
+    advantage = advantage or (st.sampled_from([2.0, -2.0, 1.0, -1.0, 0.0]) | _floats(-100.0, 100.0))
+    lengths = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3), label="lengths")
+    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2, extra=2))
+    real = []
+    for n in lengths:
+        old = np.array(draw(st.lists(logp_old, min_size=n, max_size=n)))
+        x = np.array(draw(st.lists(log_ratio, min_size=n, max_size=n)))
+        real.append({"old": _rounded(old, dtype), "new": _rounded(_rounded(old, dtype) + x, dtype),
+                     "A": draw(st.lists(advantage, min_size=n, max_size=n))})
+    garbage = {"old": _floats(-50.0, 1.0), "new": _floats(-50.0, 1.0), "A": _floats(-1e3, 1e3)}
+    table: dict = {}
+
+    def fill(name, b, t):
+        return table.setdefault((name, b, t), float(draw(garbage[name])))
+
+    rows = layout_rows(real, positions, width, fill)
+    clip_low, clip_high = clip if clip is not None else (float(draw(_floats(0.01, 0.5))), float(draw(_floats(0.01, 0.5))))
+    c = float(draw(_floats(1.0 + clip_high + 0.05, 10.0))) if dual else None
+    f = rows.fields
+    return _rounded(f["new"], dtype), _rounded(f["old"], dtype), _rounded(f["A"], dtype), rows.mask, clip_low, clip_high, c
+
+
+@check("RLHF-PPO-TOKEN-GRADIENT-TABLE")
+def ppo_token_gradient_table(ctx):
+    """P5 one token at a time and as one (2, 3) batch (each token's gradient its own), then drawn batches."""
+    cause = "the clip is applied without the min, or the loss is averaged over tokens instead of summed"
+    for A, r, value, gradient in TOKEN_TABLE:
+        exact_token(ctx, A, r, value, gradient, what=f"A = {A}, r = {r}")
+    new = np.log([[r for _, r, _, _ in TOKEN_TABLE[:3]], [r for _, r, _, _ in TOKEN_TABLE[3:]]]) - 0.5
+    adv = np.array([[A for A, _, _, _ in TOKEN_TABLE[:3]], [A for A, _, _, _ in TOKEN_TABLE[3:]]])
+    _, grad, call, args = verify_ppo(ctx, new, np.full((2, 3), -0.5), adv, np.ones((2, 3), bool), 0.2, 0.2, what="the six rows as a (2, 3) batch",
+                                     cause=cause)
+    expected = np.array([[g for *_, g in TOKEN_TABLE[:3]], [g for *_, g in TOKEN_TABLE[3:]]])
+    if conventions(ctx).log_ratio_clamp is None or conventions(ctx).log_ratio_clamp > 1.0:
+        assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (seed 000 table)",
+                     call=call.code, cause=cause)
+    ctx.property(ppo_cases(ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
+                 max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-PPO-ASYMMETRIC-CLIP")
+def ppo_asymmetric_clip(ctx):
+    """clip_low 0.2, clip_high 0.28: A = 2, r = 1.25 -> -2.5; r = 1.3 -> 0; A = -2, r = 0.79 -> 0; r = 1.25 -> 2.5."""
+    cause = "the clip range is not [1 - clip_low, 1 + clip_high]: clip_high ignored or the bounds swapped"
+    for A, r, value, gradient in [(2.0, 1.25, -2.5, -2.5), (2.0, 1.3, -2.56, 0.0), (-2.0, 0.79, 1.6, 0.0), (-2.0, 1.25, 2.5, 2.5),
+                                  (2.0, 0.7, -1.4, -1.4), (-2.0, 0.85, 1.7, 1.7)]:
+        exact_token(ctx, A, r, value, gradient, 0.2, 0.28, what=f"clip_low 0.2, clip_high 0.28, A = {A}, r = {r}")
+    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-1.0, 1.0)), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-PPO-DUAL-CLIP")
+def ppo_dual_clip(ctx):
+    """c = 3: A = -2, r = 3.5 and 4 -> loss 6, gradient 0; r = 2 live; A > 0 untouched; without c, r = 3.5 -> 7, 7."""
+    cause = "the dual clip is applied to positive advantages, or not applied"
+    for A, r, value, gradient in [(-2.0, 3.5, 6.0, 0.0), (-2.0, 4.0, 6.0, 0.0), (-2.0, 2.0, 4.0, 4.0), (2.0, 0.5, -1.0, -1.0),
+                                  (2.0, 4.0, -2.4, 0.0), (2.0, 1.0, -2.0, -2.0), (-2.0, 0.5, 1.6, 0.0)]:
+        exact_token(ctx, A, r, value, gradient, 0.2, 0.2, 3.0, what=f"dual_clip 3, A = {A}, r = {r}")
+    exact_token(ctx, -2.0, 3.5, 7.0, 7.0, what="no dual_clip, A = -2, r = 3.5")
+    ctx.property(ppo_cases(ctx.dtype, dual=True), lambda d: verify_ppo(ctx, *d, what="drawn batch with a dual clip", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-PPO-MASKED-TOKENS")
+def ppo_masked_tokens(ctx):
+    """Garbage log-probs and advantages at masked tokens: no effect on loss or real gradients, zero gradient there."""
+    cause = "the mask is not applied to the per-token loss: padding tokens enter the sum"
+    verify_ppo(ctx, [[math.log(0.5), -30.0, 1.0], [0.0, math.log(1.5), -45.0]], [[0.0, 1.0, -40.0], [0.0, 0.0, 1.0]],
+               [[2.0, 900.0, -1e3], [-2.0, -2.0, 3.0]], [[1, 0, 0], [1, 1, 0]], 0.2, 0.2, what="TRL-style padding", cause=cause)
+    ctx.property(ppo_cases(ctx.dtype, dual=False), lambda d: verify_ppo(ctx, *d, what="drawn batch, garbage at masked tokens", cause=cause),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-PPO-RATIO-LOG-SPACE")
+def ppo_ratio_log_space(ctx):
+    """P6: log-probs -1000 and -1000.1: finite loss and gradient equal to r = exp(0.1)'s."""
+    cause = "the ratio is a quotient of probabilities: both underflow to 0 and 0/0 is NaN"
+
+    def verify(*case):
+        loss, grad, call, _ = verify_ppo(ctx, *case, what="log-probabilities near -1000", cause=cause)
+        if not (math.isfinite(loss) and np.all(np.isfinite(grad))):  # pragma: no cover - verify_ppo fails first
+            raise ClauseFailure(f"loss {loss!r} on finite log-probabilities", call=call.code, cause=cause)
+
+    verify([[-1000.0]], [[-1000.1]], [[1.0]], [[True]], 0.2, 0.2)
+    verify([[-1000.0, -2000.0, -745.0]], [[-1000.1, -2000.05, -745.2]], [[1.0, -1.0, 0.5]], [[1, 1, 1]], 0.2, 0.28)
+    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-0.5, 0.5), logp_old=_floats(-5000.0, -700.0)), lambda d: verify(*d),
+                 label="drawn", max_examples=drawn_examples(ctx))
+
+
+@check("RLHF-PPO-LOG-RATIO-CLAMP")
+def ppo_log_ratio_clamp(ctx):
+    """Undeclared: A = -2, log r = 25 -> 2 e^25 with gradient 2 e^25. Declared K: constant beyond |log r| > K."""
+    K = conventions(ctx).log_ratio_clamp
+    cause = ("the declared log_ratio_clamp is not applied as exp(clamp(log r, -K, K))" if K is not None
+             else "the log-ratio is clamped before exp without declaring log_ratio_clamp")
+    far = 25.0 if K is None else K + 5.0
+    rows = [(-2.0, far), (2.0, -far), (-1.0, far / 2), (0.5, -far / 2)]
+    for A, x in rows:
+        verify_ppo(ctx, [[x]], [[0.0]], [[A]], [[True]], 0.2, 0.2, what=f"A = {A}, log r = {x}", cause=cause)
+    if K is None:
+        exact_token(ctx, -2.0, math.exp(25.0), 2 * math.exp(25.0), 2 * math.exp(25.0), what="A = -2, log r = 25")
+    verify_ppo(ctx, [[x - 3.0 for _, x in rows]], [[-3.0] * 4], [[A for A, _ in rows]], [[1, 1, 1, 1]], 0.2, 0.2,
+               what="all four as one row", cause=cause)
+    span = 40.0 if K is None else K + 10.0
+    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-span, span), interior=False),
+                 lambda d: verify_ppo(ctx, *d, what="drawn batch, large log-ratios", cause=cause), label="drawn",
+                 max_examples=drawn_examples(ctx))
