@@ -283,25 +283,27 @@ def _advantages_of_one_token_responses(scores: torch.Tensor, index: list[int], e
 def group_advantages(scores, groups, kind):
     if kind not in _ESTIMATORS:
         raise ValueError(f"kind must be one of {sorted(_ESTIMATORS)}, not {kind!r}")
+    estimator = _ESTIMATORS[kind]
     scores = _tensor(scores)
     ids = np.asarray(groups.detach().cpu().numpy() if isinstance(groups, torch.Tensor) else groups).tolist()
-    order = list(dict.fromkeys(ids))  # prompts in order of first appearance
-    sizes = {g: ids.count(g) for g in order}
-    n = sizes[order[0]]
-    if len(set(sizes.values())) > 1:
-        raise ValueError(
-            "OpenRLHF reshapes rewards to (prompts, n_samples_per_prompt): every group must have the same size; "
-            f"got sizes {sorted(set(sizes.values()))}"
-        )
-    if n < 2:
-        raise ValueError(f"{_ESTIMATORS[kind]} requires n_samples_per_prompt > 1 (OpenRLHF's CLI asserts it)")
-    prompt = {g: p for p, g in enumerate(order)}
-    seen = dict.fromkeys(order, 0)
-    index = []
-    for g in ids:  # Experience.index: the sample's position in prompt order
-        index.append(prompt[g] * n + seen[g])
-        seen[g] += 1
-    return _advantages_of_one_token_responses(scores, index, _ESTIMATORS[kind], n)
+    members: dict = {}
+    for i, g in enumerate(ids):
+        members.setdefault(g, []).append(i)  # prompts in order of first appearance
+    if min(len(m) for m in members.values()) < 2:
+        raise ValueError(f"{estimator} requires n_samples_per_prompt > 1 (OpenRLHF's CLI asserts it): a group has one sample")
+    advantages = torch.zeros_like(scores)
+    # one rollout batch per group size n (n_samples_per_prompt is fixed within a batch; the estimators
+    # act on each group's own rewards, so the batches do not interact)
+    for n in sorted({len(m) for m in members.values()}):
+        prompts = [m for m in members.values() if len(m) == n]
+        samples = [i for m in prompts for i in m]
+        # Experience.index: each sample's position in prompt order (prompt p, sample k -> p * n + k),
+        # while the experience holds the samples interleaved as the suite passed them
+        samples.sort()
+        position = {i: p * n + k for p, m in enumerate(prompts) for k, i in enumerate(m)}
+        index = [position[i] for i in samples]
+        advantages[samples] = _advantages_of_one_token_responses(scores[samples], index, estimator, n)
+    return advantages
 
 
 def normalize_advantages(advantages):
