@@ -10,7 +10,9 @@ Libraries pin conflicting dependencies, so each adapter may run in an interprete
 adapter the matrix starts ``PATH -m rlspec.checks.matrix ADAPTER``, which checks the adapter and
 each of its ``VARIANTS`` (``adapter:variant`` candidates) with :func:`run_conformance` and prints
 one JSON document; an adapter whose library is missing from that interpreter is reported as not
-installed, with the import error, never silently dropped.
+installed, with the import error, never silently dropped. Each candidate's description (listed
+under the table) is a variant's docstring, or for the adapter itself its ``RLSPEC_NOTE`` (what
+users must know about its coverage, e.g. operations the library removed).
 
 The merged result is written as ``conformance.json`` (every verdict, message, counterexample,
 version, convention, timing) and ``conformance.md`` (clauses x candidates: pass / FAIL / error /
@@ -74,7 +76,10 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     for spec in specs:
         candidate = load(spec)
         run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers)
-        variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec else ""
+        # a variant is described by its docstring, the adapter itself by RLSPEC_NOTE (what users must know
+        # about its coverage, e.g. operations the library removed), if it declares one
+        variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec \
+            else str(getattr(module, "RLSPEC_NOTE", "") or "")
         candidates.append({
             "candidate": spec,
             "adapter": name,

@@ -115,6 +115,7 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     fake.RLSPEC_CONVENTIONS = {"bounds": (0, 1)}
     fake.terminal = types.SimpleNamespace(__doc__="the  truncation-as-terminal\n mutant", gae=mutant.operations["gae"])
     fake.VARIANTS = ("terminal",)
+    fake.RLSPEC_NOTE = "fakelib  removed its\n value loss"  # shown next to the adapter in the matrix
     monkeypatch.setitem(sys.modules, "rlspec.checks.adapters.fakelib", fake)
     report = matrix.check_adapter("fakelib", profile="quick", clauses="GAE-SEED-EXAMPLE,GAE-SEED-EXAMPLE-TRUNCATED")
     assert report["available"] is True
@@ -122,6 +123,9 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     assert (base["candidate"], variant["candidate"], variant["variant"]) == ("fakelib", "fakelib:terminal", "terminal")
     assert base["version"] == "fakelib 1.2" and base["conventions"] == {"bounds": [0, 1]}
     assert variant["description"] == "the truncation-as-terminal mutant"
+    assert base["description"] == "fakelib removed its value loss"
+    text = matrix.render(matrix.merge([report], profile="quick", seed=0))
+    assert "- `fakelib`: fakelib removed its value loss" in text
     assert [c["status"] for c in base["run"]["clauses"]] == ["pass", "pass"]
     assert [c["status"] for c in variant["run"]["clauses"]] == ["pass", "fail"]
 
