@@ -891,6 +891,8 @@ def penalty_extreme(ctx):
 
     n = len(EXTREME_LOG_RATIOS)
     verify(np.full((1, n), -0.25), -0.25 + EXTREME_LOG_RATIOS[None, :])
+    # log ratios with many fraction bits: e^x - x - 1 rounds where e^x is large (a cancelling gradient shows)
+    verify(np.full((1, 5), -0.3), -0.3 + np.array([[7.1, 13.37, 23.456789, 29.9, -29.9]]))
     verify(np.full((2, n // 2), -1000.0), (-1000.0 + EXTREME_LOG_RATIOS).reshape(2, n // 2))
     verify((-1000.0 - EXTREME_LOG_RATIOS)[:, None], np.full((n, 1), -1000.0))
 
