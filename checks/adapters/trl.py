@@ -2,7 +2,8 @@
 
     pip install "rlspec[trl]"
     rlspec check --candidate trl             # GRPOTrainer / RLOOTrainer with TRL's defaults (below)
-    rlspec check --candidate trl:bnpo        # one of the VARIANTS, by attribute name
+    rlspec check --candidate trl:bnpo        # token-mean as loss_type="bnpo" (one of the VARIANTS)
+    rlspec check --candidate trl:rloo        # ppo_clip_loss through RLOOTrainer._compute_loss
 
 **No PPO, no GAE.** TRL's PPO trainer (``trl/experimental/ppo/ppo_trainer.py``, with its GAE, value
 loss and reward assembly, all inline in ``PPOTrainer.train()``) exists up to TRL 1.12.0 and was
@@ -70,6 +71,7 @@ defects stay red (docs/bugs-found.md).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -260,9 +262,8 @@ def _score(trainer, scores, num_generations, *, scale_rewards="group", beta=0.0,
     ``logp_old`` / ``logp_ref`` (N, 1): what the policy / the reference model score the completions
     (RLOO always scores them with the policy; zeros when not given)."""
     N = len(scores)
-    rewards = torch.as_tensor(scores)[:, None]  # (N, 1): one reward function
     policy, reference = _Model(), _Model()
-    zeros = torch.zeros(N, 1, dtype=rewards.dtype)
+    zeros = torch.zeros(N, 1, dtype=torch.float32 if logp_old is None else logp_old.dtype)
     logps = {policy: zeros if logp_old is None else logp_old, reference: zeros if logp_ref is None else logp_ref}
 
     def generate(prompts):
@@ -273,22 +274,40 @@ def _score(trainer, scores, num_generations, *, scale_rewards="group", beta=0.0,
     stub = SimpleNamespace(
         accelerator=_Accelerator(), model=policy, ref_model=reference,
         environment_factories=None, environments=None, tools=[], _is_vlm=False,
-        _generate=generate, _calculate_rewards=lambda *args: rewards,
+        _generate=generate, _calculate_rewards=lambda *args: trainer._calculate_rewards(stub, *args),
+        reward_funcs=[_reward_function(scores)], reward_processing_classes=[None], reward_func_names=["score"],
+        _log_completion_extra=None, _log_metric=None, state=SimpleNamespace(global_step=0),
         _get_per_token_logps_and_entropies=_model_logps(logps),
         _tokenizer=SimpleNamespace(pad_token_id=0), pad_to_multiple_of=None, mask_truncated_completions=False,
         eos_token_ids=[3],
-        args=SimpleNamespace(per_device_train_batch_size=N, per_device_eval_batch_size=N, steps_per_generation=1,
+        args=SimpleNamespace(report_to=[], per_device_train_batch_size=N, per_device_eval_batch_size=N, steps_per_generation=1,
                              gradient_accumulation_steps=1, gradient_checkpointing_kwargs=None),
         num_iterations=1, use_vllm=False, vllm_importance_sampling_correction=False, beta=beta,
         num_generations=num_generations, num_generations_eval=num_generations,
         multi_objective_aggregation="sum_then_normalize", scale_rewards=scale_rewards,
-        reward_weights=torch.ones(1, dtype=rewards.dtype), reward_funcs=[None], reward_func_names=["score"],
+        reward_weights=torch.ones(1),
         normalize_advantages=False, reward_clip_range=None, log_multimodal=False,
         _metrics=_metrics(), _pending_extra_logs={}, _pending_metrics={},
         _logs={"prompt": [], "completion": [], "rewards": defaultdict(list), "advantages": [],
                "extra": defaultdict(list), "images": []},
     )
-    return trainer._generate_and_score_completions(stub, [{"prompt": "p"}] * N)
+    logger = logging.getLogger(trainer.__module__)  # TRL warns when every reward function returned None
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return trainer._generate_and_score_completions(stub, [{"prompt": "p"}] * N)
+    finally:
+        logger.setLevel(level)
+
+
+def _reward_function(scores):
+    """A TRL reward function returning the suite's scores, None where a score is NaN (unscorable)."""
+    values = [None if np.isnan(score) else score for score in np.asarray(scores, dtype=np.float64).tolist()]
+
+    def score(prompts, completions, **kwargs):
+        return values
+
+    return score
 
 
 class _Model:
@@ -302,9 +321,9 @@ def group_advantages(scores, groups, kind):
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {', '.join(_KINDS)}, not {kind!r}")
     trainer, scale_rewards = _KINDS[kind]
-    scores = torch.as_tensor(scores)
+    scores = np.asarray(scores.cpu() if isinstance(scores, torch.Tensor) else scores, dtype=np.float64)
     groups = np.asarray(groups.cpu() if isinstance(groups, torch.Tensor) else groups)
-    advantages = torch.zeros_like(scores)
+    advantages = torch.zeros(len(scores), dtype=torch.float32)  # TRL's rewards are float32 (_calculate_rewards)
     members = {}
     for index, group in enumerate(groups.tolist()):  # groups in order of first appearance
         members.setdefault(group, []).append(index)
@@ -312,9 +331,10 @@ def group_advantages(scores, groups, kind):
     for indices in members.values():
         by_size.setdefault(len(indices), []).append(indices)
     for size, lists in by_size.items():
-        order = torch.as_tensor([i for indices in lists for i in indices])  # contiguous groups of `size`
+        order = [i for indices in lists for i in indices]  # contiguous groups of `size`
         out = _score(trainer, scores[order], size, scale_rewards=scale_rewards or "group")
-        advantages[order] = out["advantages"].to(scores.dtype)
+        advantages = advantages.to(out["advantages"].dtype)
+        advantages[torch.as_tensor(order)] = out["advantages"]
     return advantages
 
 
@@ -322,7 +342,7 @@ def _rloo_k1(logp_sampler, logp_other):
     """RLOO's KL in the reward, per sample: sum_t (old - ref) over one-token completions."""
     N = logp_sampler.shape[0]
     beta = _Recorder(1.0)
-    _score(RLOOTrainer, torch.zeros(N, dtype=logp_sampler.dtype), N, beta=beta,
+    _score(RLOOTrainer, np.zeros(N), N, beta=beta,
            logp_old=logp_sampler.detach().reshape(N, 1), logp_ref=logp_other.detach().reshape(N, 1))
     if len(beta.seen) != 1 or beta.seen[0].shape != (N,):
         raise RuntimeError("RLOOTrainer no longer subtracts beta * kl (N,) from the rewards: adapter out of date")
@@ -342,10 +362,37 @@ def kl_estimate(logp_sampler, logp_other, kind):
 # ---------------------------------------------------------------------------------------------
 # variants: --candidate trl:NAME
 
+def _rloo_clip_loss(logp_new, logp_old, advantages, clip_eps):
+    """``RLOOTrainer._compute_loss``: B one-token completions, sequence-level ratio, mean over sequences."""
+    B = logp_new.shape[0]
+    stub = SimpleNamespace(
+        _get_per_token_logps_and_entropies=_model_logps({"policy": logp_new.reshape(B, 1)}),
+        aux_loss_enabled=False, epsilon_low=float(clip_eps), epsilon_high=float(clip_eps),
+        model=SimpleNamespace(training=True), accelerator=_Accelerator(), _metrics=_metrics(),
+    )
+    ones = torch.ones(B, 1, dtype=torch.long)
+    inputs = {"prompt_ids": ones, "prompt_mask": ones, "completion_ids": ones, "completion_mask": ones,
+              "old_logps": logp_old.detach().reshape(B), "advantages": advantages.reshape(B)}
+    return RLOOTrainer._compute_loss(stub, "policy", inputs)
+
+
 bnpo = SimpleNamespace(
-    __doc__="loss_type='bnpo': token-mean over the micro-batch's own tokens (num_tokens ignored), "
-            "TRL's recommendation before DAPO became the default.",
-    aggregate_loss=_aggregate({"token-mean": "bnpo"}),
+    __doc__="loss_type='bnpo' for token-mean: the micro-batch's own token count (num_tokens is not an input of "
+            "bnpo), TRL's normalisation before 'dapo' became the default; the other modes as in trl.",
+    aggregate_loss=_aggregate({**_MODES, "token-mean": "bnpo"}),
+    RLSPEC_XFAIL={
+        clause: "loss_type='bnpo' divides by the micro-batch's own token count by design (TRL's docs: the "
+                "normalisation is over the local batch only, so results vary with the local batch size); 'dapo', "
+                "TRL's default, divides by the global accumulated batch's count. "
+                "https://huggingface.co/docs/trl/main/en/grpo_trainer#loss-types"
+        for clause in ("RLHF-AGG-GRADIENT-WEIGHTS", "RLHF-AGG-MICROBATCH-INVARIANT")
+    },
 )
 
-VARIANTS = ("bnpo",)
+rloo = SimpleNamespace(
+    __doc__="ppo_clip_loss through RLOOTrainer._compute_loss (one-token completions: its sequence-level ratio is "
+            "the per-sample ratio, mean over sequences).",
+    ppo_clip_loss=_rloo_clip_loss,
+)
+
+VARIANTS = ("bnpo", "rloo")
