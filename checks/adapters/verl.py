@@ -76,11 +76,15 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
   is ``cliprange_value = inf`` with ``values = vpreds`` (the clipped branch then equals the unclipped).
 - ``normalize_advantages``: ``utils/torch_functional.py`` ``masked_whiten`` with every entry real
   (what ``compute_gae_advantage_return`` applies to a whole batch): unbiased variance,
-  ``(A - mean) * rsqrt(var + 1e-8)``. One element raises ``ValueError`` (verl.xfail).
+  ``(A - mean) * rsqrt(var + 1e-8)``. It runs in float32: with verl's int64 mask the counts and the
+  Bessel factor ``mask_sum / (mask_sum - 1)`` are float32 tensors whatever the data's dtype (an
+  integer division gives torch's default dtype), so masked_whiten is float32-accurate (float64 input
+  comes back 1.5e-8 off at [1, 2, 3, 4]); verl's advantages are float32 anyway. One element raises
+  ``ValueError`` (verl.xfail).
 
 Precision: verl's math is dtype-generic; the adapter runs it in the suite's float64 except
-``assemble_rewards`` and ``group_advantages`` (float32: verl's reward tensors are float32 by
-construction), whose outputs the suite then judges at float32. Deliberate deviations are listed
+``assemble_rewards``, ``group_advantages`` (verl's reward tensors are float32 by construction) and
+``normalize_advantages`` (float32 counts inside), whose outputs the suite judges at float32. Deliberate deviations are listed
 in ``verl.xfail``; defects stay red (docs/bugs-found.md).
 """
 
@@ -343,9 +347,10 @@ def ppo_value_loss(values, returns, old_values=None, clip_eps=None):
 
 
 def normalize_advantages(advantages):
-    advantages = _tensor(advantages)
-    return verl_F.masked_whiten(advantages.reshape(1, -1), torch.ones(1, advantages.numel(), dtype=torch.int64)
-                                ).reshape(advantages.shape)
+    """masked_whiten over one int64-masked row, in float32 (see the module docstring)."""
+    advantages = _tensor(advantages).to(torch.float32)
+    mask = torch.ones(1, advantages.numel(), dtype=torch.int64)  # the response part of the attention mask
+    return verl_F.masked_whiten(advantages.reshape(1, -1), mask).reshape(advantages.shape)
 
 
 # ---------------------------------------------------------------------------------------------
