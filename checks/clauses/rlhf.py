@@ -247,8 +247,10 @@ def _wrong_gae(case: GaeCase) -> list[tuple[np.ndarray, str]]:
 
 def _diagnose_gae(case: GaeCase, real):
     def diagnose(actual):
+        actual = np.ravel(actual)
         for wrong, cause in _wrong_gae(case):
-            if np.all(np.isfinite(wrong[real])) and matches(actual, wrong[real], 1e-6 * (1 + np.abs(wrong[real]))):
+            wrong = wrong[real]
+            if wrong.shape == actual.shape and np.all(np.isfinite(wrong)) and matches(actual, wrong, 1e-6 * (1 + np.abs(wrong))):
                 return cause
         return ""
 
@@ -314,7 +316,7 @@ def gae_known_answer(ctx):
                       [[1, 1, 0, 0], [1, 1, 0, 0]], 0.5, 0.5)
     advantages, _, call, padded = call_token_gae(ctx, padded)
     _, tol = compacted_gae(padded, call.unit_roundoff)
-    assert_close(advantages[:, :2], P1_ROWS_ADVANTAGES, tol[:, :2], what="PROBES P1 as two rows, right-padded with garbage",
+    assert_close(advantages[padded.mask], np.ravel(P1_ROWS_ADVANTAGES), tol[padded.mask], what="PROBES P1 as two rows, right-padded with garbage",
                  call=call.code, cause=cause, diagnose=_diagnose_gae(padded, padded.mask))
 
 
