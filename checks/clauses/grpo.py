@@ -612,12 +612,27 @@ def vjp(call, weights) -> np.ndarray:
     return np.zeros(tuple(leaf.shape))
 
 
+def clamp_pattern(actual, expected, tol) -> str:
+    """If every wrong value sits at one magnitude smaller than the exact one: the estimate is clamped there."""
+    bad = ~(np.abs(actual - expected) <= tol)
+    if not bad.any():
+        return ""
+    level = np.abs(actual[bad])
+    if np.all(np.isfinite(level)) and np.ptp(level) <= 1e-6 * (1 + level[0]) and np.all(level < np.abs(expected[bad])):
+        return f"the estimate is clamped at +-{level[0]:.6g} (OpenRLHF and verl clamp to [-10, 10]): large divergences are biased low " \
+               "and get no gradient"
+    return ""
+
+
 def check_token_values(ctx, kind, a_in, b_in, c_in=None, *, what, cause=""):
     values, call, a, b, c = run_penalty(ctx, a_in, b_in, kind, c_in)
     u = call.unit_roundoff
     weighted = off_policy_convention(ctx) == "importance-weighted"
 
     def diagnose(v):
+        clamp = clamp_pattern(v, penalty_values(kind, a, b), value_tolerance(kind, a, b, c, u, weighted))
+        if clamp:
+            return clamp
         inverted = klc.exact(_base(kind), b, a)
         if matches(v, inverted, klc.per_sample_tolerance(_base(kind), b, a, u)):
             return "the log ratio is inverted: logp - logp_ref takes the place of logp_ref - logp (bugs.md D1)"
@@ -719,8 +734,22 @@ def check_expected_gradient(ctx, kind, log_p, log_ref, log_old=None, *, what, pu
     target, target_name = (truth, name) if truth is not None else (oracle, "the expectation of its own per-token gradient")
     tol = tol + identity_tol
     sampler = "pi" if c is None else "pi_old"
+    def diagnose(value):
+        named = _gradient_diagnosis(kind, a, b, c, tol, value)
+        if named:
+            return named
+        per_token = vjp(call, np.ones((1, len(a))))[0]
+        u = call.unit_roundoff
+        off = ~(np.abs(per_token - token_derivative(kind, a, b, c, weighted)) <= derivative_tolerance(kind, a, b, c, u, weighted))
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
+            return (f"the per-token gradient is wrong at log(pi_ref / pi) = {b[i] - a[i]:.6g}: expected "
+                    f"{token_derivative(kind, a, b, c, weighted)[i]:.6g}, got {per_token[i]:.6g} (a clamp of the log ratio or "
+                    "of the estimate zeroes it: see KL-PENALTY-EXTREME-LOG-RATIO)")
+        return ""
+
     assert_close(E, target, tol, what=f"{what}: kind {kind!r}, sum_y {sampler}(y) d kl(y) / d theta vs {target_name}",
-                 call=call.code, diagnose=lambda value: _gradient_diagnosis(kind, a, b, c, tol, value))
+                 call=call.code, diagnose=diagnose)
     if published is not None:
         assert_close(E, published, tol + published_tol, what=f"{what}: kind {kind!r} expected gradient vs the published values",
                      call=call.code, diagnose=lambda value: _gradient_diagnosis(kind, a, b, c, tol, value))
