@@ -3,7 +3,7 @@
     .ci/install/openrlhf.sh PYTHON CONSTRAINTS     # the library needs --no-deps (below)
     rlspec check --candidate openrlhf
 
-Loading (``_load_openrlhf``). ``import openrlhf.models`` cannot succeed on a machine without CUDA:
+Loading (``load_openrlhf``). ``import openrlhf.models`` cannot succeed on a machine without CUDA:
 ``openrlhf/models/__init__.py`` imports ``Actor``, which imports ``ring_attn_utils``, which imports
 ``flash_attn``, a CUDA-only build (and ``openrlhf/trainer/ray/__init__.py`` imports vLLM). The math
 lives in three files whose own imports are harmless: ``models/utils.py``, ``models/loss.py`` and
@@ -52,7 +52,8 @@ What each operation drives (paths in ``site-packages/openrlhf``):
   a concept there (they enter the group statistics).
 - ``normalize_advantages``: the same method with estimator ``reinforce`` (returns = the one-token
   rewards, then whitening across the batch): mean over tokens, biased variance,
-  ``var.clamp(min=1e-8).rsqrt()``, i.e. ``(A - mean) / max(std, 1e-4)`` with ddof 0.
+  ``var.clamp(min=1e-8).rsqrt()``, i.e. ``(A - mean) / max(std, 1e-4)`` with ddof 0; the mean and
+  the variance are computed in float32 (``torch.cat(...).float()``).
 - ``aggregate_loss``: ``models/loss.py`` ``aggregate_loss``: "token-mean" is ``token_level_loss=
   True`` (``batch_num_tokens = num_tokens``, ``dp_size = 1``; None: the masked mean),
   "seq-mean-token-mean" is ``token_level_loss=False`` (rows' sums / (n_b + 1e-8), mean over the rows
@@ -102,7 +103,7 @@ _STUB = "openrlhf.trainer.ray.launcher"  # experience_maker: `from ... import Ra
 _MODULES = ("openrlhf.models.utils", "openrlhf.models.loss", "openrlhf.trainer.ppo_utils.experience_maker")
 
 
-def _load_openrlhf() -> SimpleNamespace:
+def load_openrlhf() -> SimpleNamespace:
     """The three math modules of the installed OpenRLHF, executed unmodified (see the docstring)."""
     if importlib.util.find_spec("openrlhf") is None:
         raise ModuleNotFoundError("No module named 'openrlhf' (install it with .ci/install/openrlhf.sh)")
@@ -139,7 +140,7 @@ def _load_openrlhf() -> SimpleNamespace:
     return SimpleNamespace(utils=utils, loss=loss, maker=maker, Experience=Experience, FixedKLController=FixedKLController)
 
 
-_orl = _load_openrlhf()
+_orl = load_openrlhf()
 _root = Path(_orl.utils.__file__).resolve().parents[1]
 RLSPEC_VERSION = f"openrlhf {_distribution_version('openrlhf')} ({_root})"
 RLSPEC_ARRAY = "torch"
