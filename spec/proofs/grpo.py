@@ -173,7 +173,10 @@ def _std_normalisation_biased(advantage=grpo_advantage_g2) -> ProofResult:
     grad_J = [pi[k] * (R[k] - J) for k in range(3)]
     # not parallel: some 2x2 minor of [estimate; grad J] is non-zero
     minor = sp.nsimplify(estimate[0] * grad_J[1] - estimate[1] * grad_J[0])
+    stated = [-2 * sp.sqrt(2) / 9, sp.Integer(0), 2 * sp.sqrt(2) / 9]
     return combine([
+        all_of((identity(e, v, f"logit {k}") for k, (e, v) in enumerate(zip(estimate, stated))),
+               "the expected estimate is (2 sqrt(2) / 9)(-1, 0, 1)") if advantage is grpo_advantage_g2 else ProofResult(PROVED, []),
         nonzero(minor, "pi uniform over 3, R = (0, 1, 3), G = 2: estimate_0 gradJ_1 - estimate_1 gradJ_0 (not parallel)"),
         identity(sum(estimate), 0, "the estimate still sums to 0 over the logits (softmax invariance)"),
     ])
@@ -184,7 +187,7 @@ def _std_normalisation_biased(advantage=grpo_advantage_g2) -> ProofResult:
     statement="""Dividing by the group std biases the direction of the estimator in general: for G = 2 the
     'grpo' advantages are +-1/sqrt(2) sign(r_i - r_j) whatever the gap, so the expected update follows a
     rank objective, not J. At pi uniform over three outcomes with R = (0, 1, 3), E[sum_i A_i grad log
-    pi(y_i)] = (sqrt(2)/9)(-1, 0, 1) while grad J = (1/9)(-4, -1, 5): not parallel.""",
+    pi(y_i)] = (2 sqrt(2) / 9)(-1, 0, 1) while grad J = (1/9)(-4, -1, 5): not parallel.""",
     assumptions="G = 2, ddof 1, eps 0 (a tie gives advantage 0); softmax logits; exact rationals and sqrt(2).",
 )
 def std_normalisation_biased() -> ProofResult:

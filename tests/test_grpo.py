@@ -1,0 +1,290 @@
+"""The GRPO chapter: the reference and the oracle pinned to the libraries' probe numbers (library notes
+§2-§4), the exact expected gradients, the tolerances, the declared conventions checked exactly (a wrong
+declaration fails), the clamp locator, and each proof refuting a wrong formula."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlspec.checks import load, run_conformance
+from rlspec.checks.clauses import grpo as checks
+from rlspec.checks.protocol import Candidate
+from rlspec.reference import grpo as ref
+from rlspec.spec.proofs import PROVED, REFUTED
+from rlspec.spec.proofs import grpo as proofs
+
+CLAUSES = "GROUP-*,KL-PENALTY-*"
+MUTANTS, VARIANTS = "tests/mutants", "tests/variants"
+DEFAULT = checks.GroupConventions()
+P7_P, P7_Q, NOTES_OLD = np.array([0.2, 0.3, 0.5]), np.array([0.4, 0.4, 0.2]), np.array([0.3, 0.3, 0.4])
+
+
+def candidate(conventions=None, xfail=None, **operations) -> Candidate:
+    operations = operations or {"group_advantages": ref.group_advantages, "kl_penalty": ref.kl_penalty}
+    return Candidate(spec="test", name="test", operations=operations, conventions=dict(conventions or {}),
+                     xfail=dict(xfail or {}))
+
+
+def verl_group_advantages(scores, groups, kind):
+    """verl's compute_grpo_outcome_advantage (singleton: mean 0, std 1; unbiased std + 1e-6), per id."""
+    out = np.zeros_like(scores)
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        r = scores[idx]
+        mean, std = (0.0, 1.0) if len(r) == 1 else (r.mean(), r.std(ddof=1))
+        out[idx] = (r - mean) / (std + 1e-6) if kind == "grpo" else r - mean if kind == "mean" else (
+            r if len(r) == 1 else r - (r.sum() - r) / (len(r) - 1))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# group advantages: the reference and the oracle against the probes
+
+
+def test_verl_grpo_probe_unbiased_std_plus_1e6():
+    adv = ref.group_advantages(np.array([1.0, 0.0, 0.0, 1.0]), np.array([0, 0, 0, 0]), "grpo")
+    np.testing.assert_allclose(adv, [0.8660239037870368, -0.8660239037870368, -0.8660239037870368, 0.8660239037870368], rtol=1e-15)
+
+
+def test_verl_singleton_probe_under_the_score_declaration():
+    verl = dataclasses.replace(DEFAULT, singleton="score")
+    adv = checks.expected_advantages(np.array([1.0, 0.0, 0.0, 1.0, 0.5, 2.0]), np.array([0, 0, 0, 0, 1, 2]), "grpo", verl)
+    # verl computes in float32: 0.49999952316329654, 1.9999980926531862
+    np.testing.assert_allclose(adv[4:], [0.4999995, 1.999998], rtol=1e-7)
+    assert list(ref.group_advantages(np.array([0.5, 2.0]), np.array([1, 2]), "grpo")) == [0.0, 0.0]  # default: zero
+
+
+def test_trl_probes_eps_1e4_and_unscorable_zero():
+    trl = dataclasses.replace(DEFAULT, eps=1e-4)
+    adv = checks.expected_advantages(np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.5]), np.repeat([0, 1], 4), "grpo", trl)
+    np.testing.assert_allclose(adv, [0.865875, -0.865875, -0.865875, 0.865875, -0.499933, -0.499933, -0.499933, 1.4998], atol=5e-7)
+    adv = checks.expected_advantages(np.array([1.0, np.nan, 0.0, 1.0]), np.zeros(4, dtype=int), "grpo", trl)
+    np.testing.assert_allclose(adv, [0.57725, 0.0, -1.154501, 0.57725], atol=5e-6)
+
+
+def test_openrlhf_rloo_and_dr_grpo_probes():
+    scores, groups = np.array([1.0, 0.0, 0.0, 1.0]), np.zeros(4, dtype=int)
+    np.testing.assert_allclose(ref.group_advantages(scores, groups, "rloo"), [2 / 3, -2 / 3, -2 / 3, 2 / 3], rtol=1e-15)
+    np.testing.assert_array_equal(ref.group_advantages(scores, groups, "mean"), [0.5, -0.5, -0.5, 0.5])
+    openrlhf = dataclasses.replace(DEFAULT, eps=1e-9)
+    np.testing.assert_allclose(checks.expected_advantages(scores, groups, "grpo", openrlhf), [0.8660254022844387, -0.8660254022844387,
+                                                                                              -0.8660254022844387, 0.8660254022844387], rtol=1e-15)
+
+
+def test_bugs_g8_and_g9_known_answers():
+    g8 = ref.group_advantages(np.array([1.0, 1.00001, 2.0, 2.00001]), np.array([7, 7, 3, 3]), "grpo")
+    np.testing.assert_allclose(g8, [-0.6194967154969799, 0.6194967154969799] * 2, rtol=1e-9)
+    g9 = ref.group_advantages(np.array([1.0, 1.0, 1.0, 1.0 + 1e-5]), np.zeros(4, dtype=int), "grpo")
+    assert g9[-1] == pytest.approx(1.25, rel=1e-9)  # bugs.md G9: 1.25 with eps 1e-6 (0.071 with 1e-4)
+    biased = dataclasses.replace(DEFAULT, ddof=0)
+    np.testing.assert_allclose(checks.expected_advantages(np.array([1.0, 0.0]), np.array([3, 3]), "grpo", biased), [0.999998, -0.999998], rtol=1e-6)
+
+
+def test_reference_agrees_with_the_exact_oracle_on_random_interleaved_groups():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        groups = rng.integers(0, 5, size=20) * 1000 + 17
+        scores = rng.normal(size=20)
+        scores[rng.random(20) < 0.1] = np.nan
+        for kind in ("grpo", "rloo", "mean"):
+            expected = checks.expected_advantages(scores, groups, kind, DEFAULT)
+            tol = checks.group_tolerance(scores, groups, kind, DEFAULT, 2.0**-53)
+            assert np.all(np.abs(ref.group_advantages(scores, groups, kind) - expected) <= tol)
+            assert tol.max() < 1e-12
+
+
+def test_identical_scores_give_exact_zeros_and_tolerance_is_rounding_sized():
+    for kind in ("grpo", "rloo", "mean"):
+        adv = ref.group_advantages(np.array([0.1, 0.1, 0.1]), np.array([2, 2, 2]), kind)
+        assert np.all(np.isfinite(adv)) and np.max(np.abs(adv)) < 1e-9
+    tol = checks.group_tolerance(np.array([0.1, 0.1, 0.1]), np.array([2, 2, 2]), "grpo", DEFAULT, 2.0**-53)
+    assert tol.max() < 1e-9  # the centred residue of a float mean over eps, not an O(1) allowance
+
+
+def test_unknown_kind_is_rejected():
+    with pytest.raises(ValueError, match="grpo"):
+        ref.group_advantages(np.zeros(2), np.zeros(2, dtype=int), "ppo")
+
+
+def test_group_ids_reach_the_candidate_as_integers():
+    seen = []
+
+    def spy(scores, groups, kind):
+        seen.append(np.asarray(groups).dtype.kind)
+        return ref.group_advantages(scores, groups, kind)
+
+    assert run_conformance(candidate(group_advantages=spy), clauses="GROUP-UNSORTED-IDS").ok
+    assert set(seen) == {"i"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the baseline identities through the operation
+
+
+def test_leave_one_out_is_unbiased_and_the_group_mean_scaled_by_one_minus_one_over_g():
+    pi, R = np.array([0.25, 0.25, 0.5]), np.array([1.0, 0.0, 0.5])
+    grad_J = pi * (R - pi @ R)
+    for G in (2, 3, 4):
+        scores, groups, actions, weights = checks.joint_outcomes(pi, R, G, np.random.default_rng(G))
+        loo = checks.expected_policy_gradient(ref.group_advantages(scores, groups, "rloo"), actions, weights, pi)
+        mean = checks.expected_policy_gradient(ref.group_advantages(scores, groups, "mean"), actions, weights, pi)
+        np.testing.assert_allclose(loo, G * grad_J, atol=1e-15)
+        np.testing.assert_allclose(mean, (G - 1) * grad_J, atol=1e-15)
+
+
+def test_std_normalisation_is_not_parallel_to_the_policy_gradient():
+    pi, R = np.full(3, 1 / 3), np.array([0.0, 1.0, 3.0])
+    scores, groups, actions, weights = checks.joint_outcomes(pi, R, 2)
+    free = dataclasses.replace(DEFAULT, eps=1e-300)
+    estimate = checks.expected_policy_gradient(checks.expected_advantages(scores, groups, "grpo", free), actions, weights, pi)
+    np.testing.assert_allclose(estimate, 2 * math.sqrt(2) / 9 * np.array([-1.0, 0.0, 1.0]), atol=1e-12)  # the proof's numbers
+    grad_J = pi * (R - pi @ R)
+    assert abs(estimate[0] * grad_J[1] - estimate[1] * grad_J[0]) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# the KL penalty: values, exact expected gradients
+
+
+def expected_logit_gradient(kind, p, q, sampler=None):
+    logp = torch.tensor(np.log(p))[None, :].requires_grad_(True)
+    old = None if sampler is None else torch.tensor(np.log(sampler))[None, :]
+    s = torch.tensor(p if sampler is None else sampler)[None, :]
+    (ref.kl_penalty(logp, torch.tensor(np.log(q))[None, :], kind, old) * s).sum().backward()
+    v = logp.grad[0].numpy()
+    return v - p * v.sum()
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("k1", [0.0, 0.0, 0.0]), ("k2", [-0.185272, -0.156268, 0.341540]), ("k3", [-0.2, -0.1, 0.3]),
+    ("k1+", [-0.185272, -0.156268, 0.341540]), ("k2+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
+])
+def test_on_policy_expected_gradients_at_p7(kind, expected):
+    np.testing.assert_allclose(expected_logit_gradient(kind, P7_P, P7_Q), expected, atol=5e-7)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("k1", [0.1, 0.0, -0.1]), ("k2", [-0.222398, -0.107985, 0.330383]), ("k3", [-0.268, -0.052, 0.320]),
+    ("k1+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
+])
+def test_off_policy_expected_gradients_match_the_library_notes(kind, expected):
+    np.testing.assert_allclose(expected_logit_gradient(kind, P7_P, P7_Q, NOTES_OLD), expected, atol=5e-7)
+
+
+def test_closed_forms_match_the_published_gradients():
+    a, b = np.log(P7_P), np.log(P7_Q)
+    np.testing.assert_allclose(checks.reverse_gradient(a, b), [-0.185272, -0.156268, 0.341540], atol=5e-7)
+    np.testing.assert_allclose(checks.forward_gradient(a, b), [-0.2, -0.1, 0.3], atol=1e-15)
+
+
+def test_straight_through_values_are_the_named_estimator_exactly():
+    logp = torch.tensor([[-0.25, -1000.0, -3.0]], dtype=torch.float64, requires_grad=True)
+    logp_ref = torch.tensor([[29.75, -1030.0, -1.0]], dtype=torch.float64)
+    for kind in ("k1", "k2", "k3"):
+        plain = ref.kl_penalty(logp, logp_ref, kind)
+        assert torch.equal(ref.kl_penalty(logp, logp_ref, kind + "+"), plain)
+        assert torch.equal(ref.kl_penalty(logp, logp_ref, kind + "+", logp_old=logp.detach() - 5), plain)
+    (grad,) = torch.autograd.grad(ref.kl_penalty(logp, logp_ref, "k3+").sum(), logp)
+    assert torch.equal(grad, (logp - logp_ref).detach())  # -x exactly: no cancellation at x = 30
+
+
+def test_tolerances_scale_with_the_inputs():
+    a, b = np.array([-0.25, -1000.0]), np.array([29.75, -970.0])
+    assert checks.derivative_tolerance("k3", a, b, None, 2.0**-53)[0] > 2.0**-53 * np.exp(30)  # 1 - e^x carries e^x u
+    assert checks.derivative_tolerance("k2+", a[:1], b[:1], None, 2.0**-53)[0] < 1e-13
+    assert checks.value_tolerance("k1+", a, b, None, 2.0**-53)[0] > checks.value_tolerance("k1", a, b, None, 2.0**-53)[0]
+
+
+def test_clamp_locator_reports_the_ratio_where_verl_and_openrlhf_start_to_bias():
+    verl = run_conformance(f"{MUTANTS}/kl_penalty_verl_clamps.py", clauses="KL-PENALTY-EXTREME-LOG-RATIO")["KL-PENALTY-EXTREME-LOG-RATIO"]
+    assert verl.status == "fail" and "2.6109" in verl.cause and "13.61" in verl.cause and "< -11" in verl.cause
+    openrlhf = run_conformance(f"{MUTANTS}/kl_penalty_openrlhf_clamps.py", clauses="KL-PENALTY-EXTREME-LOG-RATIO")["KL-PENALTY-EXTREME-LOG-RATIO"]
+    assert openrlhf.status == "fail" and "kind 'k1'" in openrlhf.cause and "> 10" in openrlhf.cause and "< -10" in openrlhf.cause
+
+
+# ---------------------------------------------------------------------------------------------
+# conformance: the reference passes, conventions are checked exactly
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_reference_passes_the_chapter(dtype, seed):
+    run = run_conformance(candidate(), clauses=CLAUSES, dtype=dtype, seed=seed)
+    assert run.ok and {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+    assert len(run.results) == 13
+
+
+def test_reference_passes_the_chapter_at_ci_profile():
+    run = run_conformance(candidate(), clauses=CLAUSES, profile="ci", seed=5)
+    assert run.ok, [(r.id, r.message) for r in run.failures]
+
+
+def test_verl_singleton_passes_when_declared_and_fails_when_not():
+    declared = candidate({"group_singleton": "score"}, group_advantages=verl_group_advantages)
+    assert run_conformance(declared, clauses="GROUP-SINGLETON,GROUP-GRPO-VALUES,GROUP-RLOO-LEAVE-ONE-OUT").ok
+    undeclared = candidate(group_advantages=verl_group_advantages)
+    result = run_conformance(undeclared, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"]
+    assert result.status == "fail" and "group_singleton = 'score'" in result.cause
+    wrong = candidate({"group_singleton": "score"})  # the reference gives 0, declaring 'score'
+    assert run_conformance(wrong, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"].status == "fail"
+
+
+def test_declared_ddof_and_eps_are_checked_exactly():
+    variant = load(f"{VARIANTS}/grpo_numpy_verl_style.py")  # ddof 0, eps 1e-9, singleton score, unscorable nan
+    assert run_conformance(variant, clauses="GROUP-*").ok
+    for change, phrase in (({"group_std_ddof": 1}, "ddof 0"), ({"group_std_eps": 1e-6}, "epsilon is 1e-09")):
+        variant = load(f"{VARIANTS}/grpo_numpy_verl_style.py")
+        variant.conventions = {**variant.conventions, **change}
+        result = run_conformance(variant, clauses="GROUP-GRPO-VALUES")["GROUP-GRPO-VALUES"]
+        assert result.status == "fail" and phrase in result.cause, result.cause
+
+
+def test_trl_epsilon_undeclared_is_named():
+    trl = load(f"{VARIANTS}/grpo_torch_scatter.py")
+    trl.conventions = {}
+    result = run_conformance(trl, clauses="GROUP-GRPO-VALUES")["GROUP-GRPO-VALUES"]
+    assert result.status == "fail" and "epsilon is 0.0001" in result.cause
+
+
+def test_bad_declarations_are_errors():
+    for conventions in ({"group_std_ddof": 2}, {"group_std_eps": 0.0}, {"group_singleton": "nan"}, {"group_unscorable": 0}):
+        result = run_conformance(candidate(conventions), clauses="GROUP-GRPO-VALUES")["GROUP-GRPO-VALUES"]
+        assert result.status == "error" and next(iter(conventions)) in result.message
+    result = run_conformance(candidate({"kl_penalty_off_policy": "ignored"}), clauses="KL-PENALTY-VALUES")["KL-PENALTY-VALUES"]
+    assert result.status == "error" and "kl_penalty_off_policy" in result.message
+
+
+def test_on_policy_only_declaration_fails_the_off_policy_clause_by_declaration():
+    uncorrected = load(f"{MUTANTS}/kl_penalty_off_policy_uncorrected.py")
+    uncorrected.conventions = {"kl_penalty_off_policy": "on-policy-only"}
+    run = run_conformance(uncorrected, clauses="KL-PENALTY-*")
+    off = run["KL-PENALTY-OFF-POLICY"]
+    assert off.status == "fail" and "declared kl_penalty_off_policy = 'on-policy-only'" in off.message and "-0.222398" in off.message
+    assert all(run[c].status == "pass" for c in ("KL-PENALTY-VALUES", "KL-PENALTY-EXPECTED-GRADIENT", "KL-PENALTY-EXTREME-LOG-RATIO"))
+    uncorrected.xfail = {"KL-PENALTY-OFF-POLICY": "verl applies no importance weight to the KL loss"}
+    assert run_conformance(uncorrected, clauses="KL-PENALTY-OFF-POLICY")["KL-PENALTY-OFF-POLICY"].status == "xfail"
+
+
+def test_a_detached_penalty_is_diagnosed():
+    detached = candidate(kl_penalty=lambda logp, logp_ref, kind, logp_old=None: ref.kl_penalty(logp.detach(), logp_ref, kind))
+    result = run_conformance(detached, clauses="KL-PENALTY-EXPECTED-GRADIENT")["KL-PENALTY-EXPECTED-GRADIENT"]
+    assert result.status == "fail" and "detached" in result.cause
+
+
+# ---------------------------------------------------------------------------------------------
+# proofs: each refutes a wrong formula
+
+
+def test_proofs_refute_wrong_formulas():
+    assert proofs._leave_one_out_unbiased().status == PROVED
+    assert proofs._leave_one_out_unbiased(advantage=proofs.group_mean).status == REFUTED  # the sample included
+    assert proofs._group_mean_scales(advantage=proofs.leave_one_out).status == REFUTED
+    assert proofs._std_normalisation_biased(advantage=proofs.group_mean).status == REFUTED  # mean-centring is parallel
+    wrong = {k: proofs.plain_derivative(k.rstrip("+")) for k in ("k1", "k2", "k3", "k1+", "k2+", "k3+")}  # no straight-through
+    result = proofs._kl_penalty_gradients(derivatives=wrong)
+    assert result.status == REFUTED and "k1+" in result.steps[-1]
