@@ -75,9 +75,14 @@ What each operation drives (paths in ``site-packages/openrlhf``):
   extreme-ratio clauses catch (docs/bugs-found.md).
 
 Precision: ``compute_approx_kl`` casts to float32 whatever it is given, and OpenRLHF's experience
-tensors (log-probs, values, rewards) are float32; the adapter declares ``RLSPEC_PRECISION =
-"float32"`` (the suite passes float32 inputs and judges by float32 bounds). Deliberate deviations are
-listed in ``openrlhf.xfail``; defects stay red (docs/bugs-found.md).
+tensors (log-probs, values, rewards) are float32, and advantage whitening computes its mean and
+variance in float32 (``.float()``); the adapter declares ``RLSPEC_PRECISION = "float32"``: the suite
+judges it by float32 error bounds. Deliberate deviations are listed in ``openrlhf.xfail``; defects
+stay red (docs/bugs-found.md).
+
+Loading takes a while: ``import deepspeed`` (models/utils.py) costs 15-30 s on a small CPU machine,
+which can exceed the quick profile's 30 s per-clause limit that also bounds loading the candidate in
+its worker (``rlspec check`` reports "timed out ... while importing it"); pass ``--time-limit 120``.
 """
 
 from __future__ import annotations
