@@ -19,8 +19,9 @@ that returns the suite's log-probabilities as the model's):
 - ``group_advantages``: the whole of ``GRPOTrainer._generate_and_score_completions``
   (``grpo_trainer.py``; kinds ``"grpo"``: ``scale_rewards="group"``, ``"mean"``: ``"none"``) or
   ``RLOOTrainer._generate_and_score_completions`` (``rloo_trainer.py``; kind ``"rloo"``), with
-  ``_generate`` returning one-token completions and ``_calculate_rewards`` the suite's scores (NaN:
-  every reward function returned None, TRL's "unscorable"). The advantage code is inline in these
+  ``_generate`` returning one-token completions and TRL's own ``_calculate_rewards`` calling one
+  reward function that returns the suite's scores (None for a NaN score: TRL's "unscorable"
+  completion; TRL stores rewards as float32). The advantage code is inline in these
   methods, so the adapter runs the methods themselves rather than exec'ing source blocks: nothing
   depends on line numbers, and a TRL change to the block is what runs. TRL lays a batch out as
   contiguous groups of ``num_generations`` completions (its ``RepeatSampler``) and reshapes with
@@ -63,8 +64,19 @@ that returns the suite's log-probabilities as the model's):
   with ``beta != 0``, where TRL puts ``sum_t (old_logp - ref_logp)`` into the reward (captured at
   ``self.beta * kl``). There is no k2.
 
+Verdicts to know: the KL-PENALTY-* clauses run all six kinds, so they are errors here ("TRL has
+only k3"); on TRL's two kinds alone (tests/adapters/test_trl.py) k3 conforms, and k3+ (TRL's
+default) has the reverse-KL expected gradient but an importance-weighted value off-policy (by
+design) and a gradient that cancels catastrophically at large log ratios (docs/bugs-found.md #7).
+
+Import time: ``trl.trainer.grpo_trainer`` imports transformers, accelerate and datasets, 10 to 40 s
+on a busy 2-core machine; the worker's load counts against the per-clause limit (30 s at
+``--profile quick``), so there pass ``--time-limit 60``.
+
 Precision: TRL computes in the model's dtype; the stub's log-probabilities are the suite's float64
-tensors and every operation above runs in float64, so the adapter declares no reduced precision.
+tensors and the loss operations run in float64, so the adapter declares no reduced precision.
+Rewards are float32 in TRL (``_calculate_rewards`` builds them so): ``group_advantages`` returns
+TRL's float32 advantages and is judged at float32 by its output's dtype.
 Conventions are in ``RLSPEC_CONVENTIONS``; deliberate deviations in ``trl.xfail`` beside this file;
 defects stay red (docs/bugs-found.md).
 """
@@ -100,7 +112,8 @@ RLSPEC_CONVENTIONS = {
     "default_loss_type": "dapo",
     "epsilon": 0.2,  # GRPOConfig default; epsilon_high defaults to epsilon
     "beta": 0.0,  # GRPOConfig default: no KL term unless asked
-    "kl_estimators": "k3 only (GRPO loss); k1 summed into the reward (RLOO, beta 0.05)",
+    "kl_penalty_kinds": ("k3", "k3+"),  # the only kinds the adapter can drive (the others raise)
+    "kl_estimate_kinds": ("k1", "k3"),
 }
 # What the conformance matrix shows next to this adapter (checks/matrix.py renders it).
 RLSPEC_NOTE = (
