@@ -9,6 +9,7 @@ import sympy as sp
 from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae, gridworld
 from rlspec.spec.proofs.core import ProofResult, combine, identity
 from rlspec.spec.proofs import gaussian, trpo
+from test_rlhf import WRONG as RLHF_WRONG
 
 
 @pytest.mark.parametrize("proof_id", sorted(PROOFS))
@@ -80,6 +81,9 @@ WRONG = {
     "gaussian.tanh_change_of_variables": dict(jacobian=lambda u: 1),
     # the epsilon form log(1 - tanh(u)^2 + 1e-6) (SB3, CleanRL)
     "gaussian.tanh_stable_form": dict(stable=lambda u: sp.log(1 - sp.tanh(u) ** 2 + sp.Rational(1, 10**6))),
+    # RLHF (the wrong versions are defined and explained in tests/test_rlhf.py): masked positions zeroed
+    # (OpenRLHF), token-mean over all B * L positions, num_tokens ignored, clip without min, dual clip on A > 0
+    **RLHF_WRONG,
 }
 
 

@@ -360,7 +360,7 @@ def gae_interior_mask_skipped(ctx):
     verify_gae(ctx, HOLE_CASE, what="reference 3-token row with a 2-token hole (OpenRLHF gives 0.533203125)", cause=cause)
     verify_gae(ctx, gae_case([[0.0, 3.0, -2.0, 1.0], [1.0, 1.0, 2.0, 0.0]], [[0.0, 9.0, 4.0, 0.0], [0.5, 0.5, 0.5, 1e6]],
                              [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
-               what="bugs.md G2: [a, obs, obs, reward 1], gamma 1, lambda 0.95 (token-uniform GAE gives 0.9025)", cause=cause)
+               what="bugs.md G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
     ctx.property(gae_cases(ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
                  label="drawn", max_examples=drawn_examples(ctx))
 

@@ -22,6 +22,27 @@ from rlspec.spec.proofs.ppo import Undecided, log_derivative, resolve
 gamma, lam = sp.symbols("gamma lambda", real=True)
 
 
+class _Stop(Exception):
+    """Raised by :func:`_record` at the first identity that is not proved (a wrong version fails fast)."""
+
+
+def _record(steps, result):
+    steps.append(result)
+    if not result.ok:
+        raise _Stop
+
+
+def _run(body) -> ProofResult:
+    steps: list[ProofResult] = []
+    try:
+        body(steps)
+    except _Stop:
+        pass
+    except Undecided as undecided:
+        return ProofResult(INCONCLUSIVE, ["a region could not be resolved"], counterexample=str(undecided))
+    return combine(steps)
+
+
 def masked_gae(rewards, values, mask, gamma_, lam_):
     """The skip rule, written as the padded-row recursion with the mask as a 0/1 selector."""
     n = len(rewards)
@@ -52,7 +73,10 @@ def compact_gae(rewards, values, gamma_, lam_):
     real token (a masked position holds its own symbols, which must cancel).""",
 )
 def skipped_span_gae_equals_compacted(recursion=masked_gae) -> ProofResult:
-    steps = []
+    return _run(lambda steps: _skipped_span(steps, recursion))
+
+
+def _skipped_span(steps, recursion):
     for width in range(2, 6):
         r = sp.symbols(f"r0:{width}", real=True)
         v = sp.symbols(f"v0:{width}", real=True)
@@ -64,8 +88,7 @@ def skipped_span_gae_equals_compacted(recursion=masked_gae) -> ProofResult:
             want = compact_gae([r[t] for t in real], [v[t] for t in real], gamma, lam)
             label = f"mask {''.join(map(str, mask))}"
             for j, t in enumerate(real):
-                steps.append(identity(got[t], want[j], f"{label}: A at position {t}"))
-    return combine(steps)
+                _record(steps, identity(got[t], want[j], f"{label}: A at position {t}"))
 
 
 def aggregate(losses, mask, mode, num_tokens=None, norm_length=None):
@@ -104,7 +127,10 @@ def expected_weight(mask, b, mode, num_tokens=None, norm_length=None):
     and symbolic num_tokens N > 0 and norm_length M > 0.""",
 )
 def aggregation_gradient_weights(aggregation=aggregate) -> ProofResult:
-    steps = []
+    return _run(lambda steps: _aggregation_weights(steps, aggregation))
+
+
+def _aggregation_weights(steps, aggregation):
     N, M = sp.symbols("N M", positive=True)
     B, L = 2, 3
     l = [[sp.Symbol(f"l{b}{t}", real=True) for t in range(L)] for b in range(B)]
@@ -118,12 +144,11 @@ def aggregation_gradient_weights(aggregation=aggregate) -> ProofResult:
             for b in range(B):
                 for t in range(L):
                     want = expected_weight(mask, b, mode, **extra) if mask[b][t] else 0
-                    steps.append(identity(sp.diff(loss, l[b][t]), want, f"{mode} {extra or ''} mask {bits}: d/d l[{b},{t}]"))
+                    _record(steps, identity(sp.diff(loss, l[b][t]), want, f"{mode} {extra or ''} mask {bits}: d/d l[{b},{t}]"))
     worked = [[1, 0, 0], [1, 1, 1]]
     ones = [[sp.Integer(1)] * 3 for _ in range(2)]
     for mode, value in [("token-mean", 1), ("seq-mean-token-mean", 1), ("seq-mean-token-sum", 2), ("seq-mean-token-sum-norm", sp.Rational(2, 3))]:
-        steps.append(identity(aggregation(ones, worked, mode), value, f"worked example, {mode} = {value}"))
-    return combine(steps)
+        _record(steps, identity(aggregation(ones, worked, mode), value, f"worked example, {mode} = {value}"))
 
 
 @proof(
@@ -137,7 +162,10 @@ def aggregation_gradient_weights(aggregation=aggregate) -> ProofResult:
     row, every split into contiguous micro-batches.""",
 )
 def token_mean_microbatch_invariance(aggregation=aggregate) -> ProofResult:
-    steps = []
+    return _run(lambda steps: _microbatch(steps, aggregation))
+
+
+def _microbatch(steps, aggregation):
     for B in range(2, 5):
         l = [[sp.Symbol(f"l{b}{t}", real=True) for t in range(2)] for b in range(B)]
         for bits in itertools.product(((1, 0), (1, 1), (0, 1)), repeat=B):
@@ -147,12 +175,11 @@ def token_mean_microbatch_invariance(aggregation=aggregate) -> ProofResult:
             for cuts in itertools.chain.from_iterable(itertools.combinations(range(1, B), k) for k in range(1, B)):
                 edges = (0,) + cuts + (B,)
                 parts = sum(aggregation(l[a:b], mask[a:b], "token-mean", num_tokens=N) for a, b in zip(edges, edges[1:]))
-                steps.append(identity(parts, full, f"B = {B}, mask {bits}, cuts {cuts}"))
+                _record(steps, identity(parts, full, f"B = {B}, mask {bits}, cuts {cuts}"))
     # G12: per-micro-batch counts
     four = aggregation([[sp.Integer(4), 0, 0]], [[1, 0, 0]], "token-mean") + aggregation([[0, 0, 0]], [[1, 1, 1]], "token-mean")
-    steps.append(identity(four, 4, "G12: own counts give 4 + 0 = 4"))
-    steps.append(identity(aggregation([[sp.Integer(4), 0, 0], [0, 0, 0]], [[1, 0, 0], [1, 1, 1]], "token-mean"), 1, "G12: full batch gives 1"))
-    return combine(steps)
+    _record(steps, identity(four, 4, "G12: own counts give 4 + 0 = 4"))
+    _record(steps, identity(aggregation([[sp.Integer(4), 0, 0], [0, 0, 0]], [[1, 0, 0], [1, 1, 1]], "token-mean"), 1, "G12: full batch gives 1"))
 
 
 r, A, lo, hi, c = sp.symbols("r A clip_low clip_high c", real=True)
@@ -193,19 +220,18 @@ def _regions(with_c):
     assumptions="clip_low = 1/(1+e), clip_high = 1/(1+f) with e, f > 0; open regions of r for each sign of A.",
 )
 def token_clip_gradient(objective=token_objective) -> ProofResult:
-    try:
-        steps = []
-        regions, _ = _regions(False)
-        for sign_label, A_value in {"A > 0": a, "A < 0": -a}.items():
-            for label, r_value in regions.items():
-                point = {r: r_value, A: A_value, lo: LOW, hi: HIGH}
-                branch = resolve(objective(r, A, lo, hi), point)
-                live = (sign_label == "A > 0" and label != "r > 1 + clip_high") or (sign_label == "A < 0" and label != "r < 1 - clip_low")
-                want = (r * A).xreplace(point) if live else 0
-                steps.append(identity(log_derivative(branch).xreplace(point), want, f"{sign_label}, {label}"))
-        return combine(steps)
-    except Undecided as undecided:
-        return ProofResult(INCONCLUSIVE, ["a region could not be resolved"], counterexample=str(undecided))
+    return _run(lambda steps: _clip_gradient(steps, objective))
+
+
+def _clip_gradient(steps, objective):
+    regions, _ = _regions(False)
+    for sign_label, A_value in {"A > 0": a, "A < 0": -a}.items():
+        for label, r_value in regions.items():
+            point = {r: r_value, A: A_value, lo: LOW, hi: HIGH}
+            branch = resolve(objective(r, A, lo, hi), point)
+            live = (sign_label == "A > 0" and label != "r > 1 + clip_high") or (sign_label == "A < 0" and label != "r < 1 - clip_low")
+            want = (r * A).xreplace(point) if live else 0
+            _record(steps, identity(log_derivative(branch).xreplace(point), want, f"{sign_label}, {label}"))
 
 
 @proof(
@@ -216,23 +242,22 @@ def token_clip_gradient(objective=token_objective) -> ProofResult:
     assumptions="c = 1 + clip_high + t, t > 0; clip bounds as in rlhf.token_clip_gradient.",
 )
 def token_dual_clip(objective=token_objective) -> ProofResult:
-    try:
-        steps = []
-        for sign_label, A_value in {"A > 0": a, "A < 0": -a}.items():
-            regions, C = _regions(True)
-            if sign_label == "A > 0":
-                regions["r > c"] = C + s
-                regions["1 + clip_high < r < c"] = 1 + HIGH + t * w / (1 + w)
-            for label, r_value in regions.items():
-                point = {r: r_value, A: A_value, lo: LOW, hi: HIGH, c: C}
-                dual = resolve(objective(r, A, lo, hi, c), point).xreplace(point)
-                plain = resolve(objective(r, A, lo, hi), point).xreplace(point)
-                if sign_label == "A < 0" and label == "r > c":
-                    steps.append(identity(dual, C * A_value, f"{sign_label}, {label}: objective = c A"))
-                    branch = resolve(objective(r, A, lo, hi, c), point)
-                    steps.append(identity(log_derivative(branch).xreplace(point), 0, f"{sign_label}, {label}: derivative 0"))
-                else:
-                    steps.append(identity(dual, plain, f"{sign_label}, {label}: unchanged"))
-        return combine(steps)
-    except Undecided as undecided:
-        return ProofResult(INCONCLUSIVE, ["a region could not be resolved"], counterexample=str(undecided))
+    return _run(lambda steps: _dual_clip(steps, objective))
+
+
+def _dual_clip(steps, objective):
+    for sign_label, A_value in {"A > 0": a, "A < 0": -a}.items():
+        regions, C = _regions(True)
+        if sign_label == "A > 0":
+            regions["r > c"] = C + s
+            regions["1 + clip_high < r < c"] = 1 + HIGH + t * w / (1 + w)
+        for label, r_value in regions.items():
+            point = {r: r_value, A: A_value, lo: LOW, hi: HIGH, c: C}
+            dual = resolve(objective(r, A, lo, hi, c), point).xreplace(point)
+            plain = resolve(objective(r, A, lo, hi), point).xreplace(point)
+            if sign_label == "A < 0" and label == "r > c":
+                _record(steps, identity(dual, C * A_value, f"{sign_label}, {label}: objective = c A"))
+                branch = resolve(objective(r, A, lo, hi, c), point)
+                _record(steps, identity(log_derivative(branch).xreplace(point), 0, f"{sign_label}, {label}: derivative 0"))
+            else:
+                _record(steps, identity(dual, plain, f"{sign_label}, {label}: unchanged"))
