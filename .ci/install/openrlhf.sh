@@ -24,7 +24,7 @@ constraints=$2
 pip=("$python" -m pip install --disable-pip-version-check -c "$constraints")
 
 "${pip[@]}" --no-deps "openrlhf==0.11.2"
-"${pip[@]}" "setuptools>=61" wheel  # deepspeed's setup.py build, without build isolation
+"${pip[@]}" "setuptools>=77.0.3" wheel  # deepspeed's setup.py build, without build isolation (torch wants >= 77.0.3)
 DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation "deepspeed==0.19.6"
 "${pip[@]}" einops hjson msgpack psutil py-cpuinfo "pydantic>=2" tqdm packaging \
     "transformers==5.15.0" "ray==2.55.0" pylatexenc sympy
