@@ -30,9 +30,10 @@ from rlspec.checks.adapters import openrlhf as adapter  # noqa: E402
 ORL = adapter._orl
 
 # The [-10, 10] clamp compute_approx_kl puts on every estimate (and k3's log ratio at -10): a defect,
-# docs/bugs-found.md. It fails every KL clause with a log ratio beyond the clamp's start.
+# docs/bugs-found.md. It fails every KL clause with a log ratio beyond the clamp's start (KL-PENALTY-VALUES
+# and KL-PENALTY-EXPECTED-GRADIENT stay at |log ratio| <= 2.5, below every clamp, and pass).
 KL_CLAMPED = ("KL-K1-UNBIASED", "KL-K3-UNBIASED", "KL-K2-SECOND-ORDER", "KL-DIRECTION", "KL-EXTREME-LOG-RATIO",
-              "KL-PENALTY-VALUES", "KL-PENALTY-EXPECTED-GRADIENT", "KL-PENALTY-EXTREME-LOG-RATIO")
+              "KL-PENALTY-EXTREME-LOG-RATIO")
 # OpenRLHF has token-mean and seq-mean-token-mean only; these clauses run all four modes (openrlhf.xfail)
 AGG_OTHER_MODES = ("RLHF-AGG-KNOWN-ANSWER", "RLHF-AGG-GRADIENT-WEIGHTS", "RLHF-AGG-WIDTH-INDEPENDENT",
                    "RLHF-AGG-LENGTH-BIAS", "RLHF-AGG-MASKED-ZERO-GRADIENT")
@@ -64,6 +65,8 @@ EXPECTED = {
         # group_norm (unbiased std + 1e-9), rloo, dr_grpo
         "GROUP-GRPO-VALUES", "GROUP-MEAN-VALUES", "GROUP-RLOO-LEAVE-ONE-OUT", "GROUP-UNSORTED-IDS",
         "GROUP-IDENTICAL-SCORES", "GROUP-LOW-VARIANCE", "GROUP-BASELINE-BIAS",
+        # compute_approx_kl: k1/k2/k3 and unbiased_gradient=True, below the clamps
+        "KL-PENALTY-VALUES", "KL-PENALTY-EXPECTED-GRADIENT",
     )},
     # GAE multiplies values and rewards by the mask: an interior masked span is a run of r = V = 0
     # steps (0.533203125 instead of 1.03125): a defect, docs/bugs-found.md
@@ -345,3 +348,12 @@ def test_kl_as_a_loss_gradients():
     (grad,) = torch.autograd.grad(kl.sum(), logp)
     assert ORL.utils.KL_IS_WEIGHT_CLIP == 10.0
     assert grad[0].tolist() == pytest.approx([-6.931472, -2.876821, 9.162908], abs=1e-5)
+
+
+def test_off_policy_deviation_is_exactly_the_importance_weight_clip(monkeypatch):
+    """KL-PENALTY-OFF-POLICY is xfail because of KL_IS_WEIGHT_CLIP alone: lifted, the clause passes."""
+    clause = ["KL-PENALTY-OFF-POLICY"]
+    assert run_conformance("openrlhf", profile="quick", seed=0, clauses=clause)["KL-PENALTY-OFF-POLICY"].status == "xfail"
+    monkeypatch.setattr(ORL.utils, "KL_IS_WEIGHT_CLIP", math.inf)  # compute_approx_kl reads the module global
+    result = run_conformance("openrlhf", profile="quick", seed=0, clauses=clause)["KL-PENALTY-OFF-POLICY"]
+    assert result.status == "pass" and any("can go" in note for note in result.notes), (result.status, result.message)
