@@ -154,7 +154,8 @@ RLSPEC_CONVENTIONS = {
     # token_ppo_loss / ppo_clip_loss: PolicyLoss.forward, models/loss.py (ratio = exp(clamp(log r, -20, 20)))
     "log_ratio_clamp": 20.0,
     "dual_clip": None,  # --actor.dual_clip defaults to None (the protocol's token_ppo_loss passes its own)
-    # aggregate_loss: token_level_loss=False divides each row's sum by token_counts + 1e-8
+    # aggregate_loss: token_level_loss=False divides each row's sum by token_counts + 1e-8 (with OpenRLHF's bool
+    # action_mask the count is int64 and the sum float32, where n + 1e-8 rounds to n)
     "seq_mean_token_mean_eps": 1e-8,
     "aggregate_loss_modes": ("token-mean", "seq-mean-token-mean"),  # informational: the others raise
     # ppo_value_loss: ValueLoss returns 0.5 * aggregate_loss(max(clipped, unclipped squared errors))
@@ -184,11 +185,12 @@ RLSPEC_CONVENTIONS = {
 @contextlib.contextmanager
 def _quiet():
     """OpenRLHF's loggers (e.g. 'gamma is set to 1.0') write to stderr: silence them for the call."""
-    logging.disable(logging.WARNING)
+    previous = logging.root.manager.disable
+    logging.disable(max(previous, logging.WARNING))
     try:
         yield
     finally:
-        logging.disable(logging.NOTSET)
+        logging.disable(previous)
 
 
 def _tensor(x, dtype=None) -> torch.Tensor:
