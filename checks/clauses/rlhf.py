@@ -247,7 +247,7 @@ def _wrong_gae(case: GaeCase) -> list[tuple[np.ndarray, str]]:
 
 def _diagnose_gae(case: GaeCase, real):
     def diagnose(actual):
-        actual = np.ravel(actual)
+        actual = actual[real] if actual.shape == real.shape else np.ravel(actual)
         for wrong, cause in _wrong_gae(case):
             wrong = wrong[real]
             if wrong.shape == actual.shape and np.all(np.isfinite(wrong)) and matches(actual, wrong, 1e-6 * (1 + np.abs(wrong))):
@@ -257,18 +257,23 @@ def _diagnose_gae(case: GaeCase, real):
     return diagnose
 
 
+def at_real(actual, expected, tol, real):
+    """(actual, expected, tol) over the whole (B, L) array, masked positions made to agree exactly, so a
+    failure names its (row, position) and outputs at masked positions (not part of the meaning) never fail."""
+    return np.where(real, actual, 0.0), np.where(real, expected, 0.0), np.where(real, tol, 0.0)
+
+
 def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: bool = True):
     """Advantages (and returns) at real tokens equal the compacted reference GAE."""
     advantages, returns, call, case = call_token_gae(ctx, case)
     u = call.unit_roundoff
     expected, tol = compacted_gae(case, u)
     real = case.mask
-    assert_close(advantages[real], expected[real], tol[real], what=f"{what}: advantages at real tokens", call=call.code,
+    assert_close(*at_real(advantages, expected, tol, real), what=f"{what}: advantages at real tokens", call=call.code,
                  cause=cause, diagnose=_diagnose_gae(case, real))
     if returns_too:
-        assert_close(returns[real], (expected + case.values)[real],
-                     returns_tolerance(tol, expected, case.values, u)[real], what=f"{what}: returns at real tokens",
-                     call=call.code, cause=cause)
+        assert_close(*at_real(returns, expected + case.values, returns_tolerance(tol, expected, case.values, u), real),
+                     what=f"{what}: returns at real tokens", call=call.code, cause=cause)
     return advantages, returns, call, case
 
 
@@ -392,7 +397,7 @@ def gae_rows_independent(ctx):
             alone, _, call_b, row = call_token_gae(ctx, row)
             real = row.mask[0]
             tol = compacted_gae(row, call.unit_roundoff)[1][0] + compacted_gae(row, call_b.unit_roundoff)[1][0]
-            assert_close(together[b][real], alone[0][real], tol[real], what=f"row {b} in the batch vs row {b} alone", call=call.code,
+            assert_close(*at_real(together[b], alone[0], tol, real), what=f"row {b} in the batch vs row {b} alone", call=call.code,
                          cause="the rows are flattened into one sequence, or a batch statistic (whitening) enters")
 
     verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))  # flattened: [1.0078125, 1.03125, ...]
@@ -408,7 +413,7 @@ def gae_returns_identity(ctx):
         advantages, returns, call, case = call_token_gae(ctx, case)
         real = case.mask
         tol = returns_tolerance(np.zeros(case.mask.shape), advantages, case.values, call.unit_roundoff)
-        assert_close(returns[real], (advantages + case.values)[real], tol[real], what="returns vs advantages + values", call=call.code,
+        assert_close(*at_real(returns, advantages + case.values, tol, real), what="returns vs advantages + values", call=call.code,
                      cause="returns are computed from the raw advantages while the advantages returned are whitened")
 
     verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))
@@ -467,11 +472,12 @@ def verify_rewards(ctx, scores, kl, mask, kl_coef, *, what, cause=""):
 
     def diagnose(actual):
         for wrong, text in _wrong_placements(s, k, m, kl_coef):
-            if matches(actual, wrong[m], 1e-6 * (1 + np.abs(wrong[m]))):
+            if matches(actual[m], wrong[m], 1e-6 * (1 + np.abs(wrong[m]))):
                 return text
         return ""
 
-    assert_close(rewards[m], expected[m], tol[m], what=f"{what}: rewards at real tokens", call=call.code, cause=cause, diagnose=diagnose)
+    assert_close(*at_real(rewards, expected, tol, m), what=f"{what}: rewards at real tokens", call=call.code, cause=cause,
+                 diagnose=diagnose)
 
 
 @check("RLHF-REWARDS-KNOWN-ANSWER")
@@ -579,7 +585,7 @@ def verify_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None,
                 return text
         return ""
 
-    assert_close(grad, w, np.where(m, 2 * u * 6 * w + 8 * eta, 0.0) + TINY * 0, what=f"{what} ({mode}): d loss / d l[b, t]",
+    assert_close(grad, w, np.where(m, 2 * u * 6 * w + 8 * eta, 0.0), what=f"{what} ({mode}): d loss / d l[b, t]",
                  call=call.code, cause=cause, diagnose=diagnose)
     assert_close(loss, float(terms.sum()), 2 * u * (N + B + 6) * float(np.abs(terms).sum()) + 8 * eta + TINY,
                  what=f"{what} ({mode}): loss = sum over real tokens of w l", call=call.code, cause=cause)
@@ -831,8 +837,9 @@ def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, d
     assert_close(loss, expected, loss_tol, what=f"{what}: loss = -sum over real tokens of min(r A, clip(r) A)", call=call.code,
                  cause=cause, diagnose=diagnose)
     m = args["mask"]
-    real = grad[m]
-    assert_close(real, np.clip(real, low, high), grad_tol, what=f"{what}: d loss / d logp_new at real tokens", call=call.code, cause=cause)
+    nearest, tol = np.zeros(m.shape), np.zeros(m.shape)
+    nearest[m], tol[m] = np.clip(grad[m], low, high), grad_tol
+    assert_close(np.where(m, grad, 0.0), nearest, tol, what=f"{what}: d loss / d logp_new at real tokens", call=call.code, cause=cause)
     assert_close(grad[~m], np.zeros(int((~m).sum())), 0.0, what=f"{what}: d loss / d logp_new at masked tokens (must be 0)",
                  call=call.code, cause="the mask is not applied to the per-token loss: padding tokens have a gradient")
     return loss, grad, call, args
