@@ -114,13 +114,19 @@ def test_variant_verdicts(spec):
 
 def test_kl_penalty_verdicts_on_trls_kinds(monkeypatch):
     """The kl_penalty clauses run on k3 and k3+ only (TRL's two settings): on-policy expected gradients
-    are the forward KL's (k3) and the reverse KL's (k3+); off-policy, k3+'s value is w k3, not k3 (TRL
-    importance-weights the value too: KL-PENALTY-VALUES fails by design)."""
+    are the forward KL's (k3) and the reverse KL's (k3+), off-policy k3+'s is the reverse KL's too;
+    k3+'s value off-policy is w k3, not k3 (TRL importance-weights the value as well: by design), and
+    its gradient cancels catastrophically at large log ratios (docs/bugs-found.md #7), k3's does not."""
     monkeypatch.setattr(grpo_checks, "KL_KINDS", ("k3", "k3+"))
-    run = run_conformance("trl", profile="quick", seed=0, clauses="KL-PENALTY-VALUES,KL-PENALTY-EXPECTED-GRADIENT")
-    assert run["KL-PENALTY-EXPECTED-GRADIENT"].status == "pass", run["KL-PENALTY-EXPECTED-GRADIENT"].message
+    run = run_conformance("trl", profile="quick", seed=0, clauses="KL-PENALTY-*")
+    for clause in ("KL-PENALTY-EXPECTED-GRADIENT", "KL-PENALTY-OFF-POLICY"):
+        assert run[clause].status == "pass", f"{clause}: {run[clause].message}"
     values = run["KL-PENALTY-VALUES"]
     assert values.status == "fail" and "kind 'k3+'" in values.message and "logp_old" in values.message
+    extreme = run["KL-PENALTY-EXTREME-LOG-RATIO"]
+    assert extreme.status == "fail" and "kind 'k3+' d kl / d logp" in extreme.message, extreme.message
+    monkeypatch.setattr(grpo_checks, "KL_KINDS", ("k3",))
+    assert run_conformance("trl", profile="quick", seed=0, clauses="KL-PENALTY-EXTREME-LOG-RATIO").ok
 
 
 def test_kl_estimate_extreme_log_ratios_pass_for_k1_and_k3(monkeypatch):
