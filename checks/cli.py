@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
     check.add_argument("-n", "--workers", type=int, default=1, metavar="WORKERS", help="run clauses on this many processes")
     check.add_argument("--time-limit", type=float, metavar="SECONDS",
-                       help="per-clause limit before the candidate is killed (default: quick 30, ci 120, thorough 600)")
+                       help="per-clause limit before the candidate is killed, also for importing it (default: quick 30, ci 120, thorough 600; importing: at least 120)")
     check.add_argument("--memory-limit", type=int, metavar="MB", help="address-space cap per worker (default: RAM / (workers + 1))")
     check.add_argument("--no-isolation", action="store_true",
                        help="run the candidate in this process: faster start, but no time or memory limit")

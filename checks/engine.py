@@ -42,6 +42,7 @@ PROFILES = {
     "ci": Profile("ci", 100, 120.0, "a CI gate: 100 drawn examples per property, seeded, no deadline, no database"),
     "thorough": Profile("thorough", 1000, 600.0, "nightly: 1000 drawn examples per property"),
 }
+LOAD_SECONDS = 120.0  # the least time an isolated worker gets to import the candidate
 DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
@@ -372,6 +373,9 @@ def run_conformance(
 
             limits = worker.Limits(
                 seconds=float(time_limit or chosen_profile.time_limit),
+                # importing a library (TRL, OpenRLHF: transformers) takes tens of seconds on a loaded CI machine:
+                # at least LOAD_SECONDS unless a limit is given explicitly
+                load_seconds=float(time_limit or max(chosen_profile.time_limit, LOAD_SECONDS)),
                 memory_bytes=memory_limit if memory_limit is not None else (
                     worker.default_memory_limit(workers) if device == "cpu" else None),
             )

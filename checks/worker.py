@@ -29,8 +29,13 @@ POLL = 0.25  # seconds between deadline checks while every worker is busy
 
 @dataclass(frozen=True)
 class Limits:
-    seconds: float  # per clause (and for loading the candidate)
+    seconds: float  # per clause
     memory_bytes: int | None  # address-space limit per worker (None: no limit)
+    load_seconds: float | None = None  # for importing the candidate (None: as per clause)
+
+    @property
+    def load(self) -> float:
+        return self.seconds if self.load_seconds is None else self.load_seconds
 
 
 def default_memory_limit(workers: int) -> int | None:
@@ -112,9 +117,9 @@ class Worker:
 
     def handshake(self) -> dict:
         """The candidate's description once the worker has loaded it; LoadError if it cannot."""
-        if not self.conn.poll(self.limits.seconds):
+        if not self.conn.poll(self.limits.load):
             self.kill()
-            raise LoadError(f"cannot load candidate: timed out after {self.limits.seconds:g} s while importing it")
+            raise LoadError(f"cannot load candidate: timed out after {self.limits.load:g} s while importing it")
         try:
             kind, payload = self.conn.recv()
         except (EOFError, OSError):
