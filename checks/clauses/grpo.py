@@ -230,6 +230,9 @@ def _alternatives(scores, groups, kind, conv: GroupConventions):
                               f"the epsilon is {eps:g}, but the candidate declares group_std_eps = {conv.eps:g}"))
         found.append((expected_advantages(scores, groups, "mean", conv), conv,
                       "the advantages are not divided by the group std (kind 'grpo' computed as 'mean')"))
+    if kind == "grpo" and len(_members(scores, np.asarray(groups))) > 1:
+        for alternative, reason in _batch_wide(scores, groups, conv):
+            found.append((alternative, conv, reason))
     if kind == "mean":
         found.append((expected_advantages(scores, groups, "grpo", conv), conv,
                       "kind 'mean' is divided by the group std as well (the kind is ignored, computed as 'grpo')"))
@@ -255,6 +258,27 @@ def _alternatives(scores, groups, kind, conv: GroupConventions):
             found.append((expected_advantages(scores, contiguous, kind, conv), conv,
                           f"the batch is grouped by position (reshape into {k} contiguous groups of {len(scores) // k}), not by id"))
     return found
+
+
+def _batch_wide(scores, groups, conv: GroupConventions):
+    """'grpo' with batch statistics: the batch's std with the group mean (TRL scale_rewards='batch'), and the
+    batch's mean and std (bugs.md G6, grpo-flat #2)."""
+    scorable = ~np.isnan(scores)
+    r = scores[scorable]
+    if len(r) < 2:
+        return []
+    std = float(np.std(r, ddof=conv.ddof))
+    group_mean = np.zeros(len(scores))
+    for _, idx in _members(scores, np.asarray(groups)):
+        if len(idx):
+            group_mean[idx] = np.mean(scores[idx])
+    fill = np.nan if conv.unscorable == "nan" else 0.0
+    return [
+        (np.where(scorable, (scores - group_mean) / (std + conv.eps), fill),
+         "the std is the whole batch's, not the group's (TRL scale_rewards='batch')"),
+        (np.where(scorable, (scores - float(np.mean(r))) / (std + conv.eps), fill),
+         "the mean and the std are the whole batch's, not the group's (bugs.md G6)"),
+    ]
 
 
 def check_groups(ctx, scores, groups, kind, *, what, cause=""):
