@@ -3,6 +3,7 @@
     .ci/install/verl.sh PYTHON CONSTRAINTS     # verl itself needs --no-deps (see the script)
     rlspec check --candidate verl
     rlspec check --candidate verl:whitened     # token_gae returning verl's advantages as they are
+    rlspec check --candidate verl:vectorized   # group_advantages through the vectorised estimators
 
 Nothing of verl is copied, patched or re-implemented: every operation calls verl's own functions on
 tensors laid out as verl lays them out (paths in ``site-packages/verl``).
@@ -46,7 +47,11 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
   ``1 + 1e-6`` is float32's). Group std: ``torch.std`` (unbiased)
   ``+ 1e-6``. A singleton group gets mean 0 and std 1 (its advantage is the raw score, / (1 + 1e-6)
   for grpo), declared ``group_singleton = "score"``. verl has no unscorable samples (a NaN score
-  enters its group's mean and std: verl.xfail).
+  enters its group's mean and std: verl.xfail). Variant ``verl:vectorized`` drives the vectorised
+  estimators (``compute_grpo_vectorized_outcome_advantage`` on ``utils/groupwise.py``
+  ``group_mean_std``, ``compute_rloo_vectorized_outcome_advantage``); their variance comes from
+  centred scores (GROUP-LOW-VARIANCE passes), but the vectorised RLOO gives a singleton group 0
+  where the loop keeps the raw score (its GROUP-SINGLETON is an xfail of the variant).
 - ``aggregate_loss``: ``core_algos.agg_loss(loss_mat, loss_mask, loss_agg_mode, batch_num_tokens=
   num_tokens, loss_scale_factor=norm_length)``, ``dp_size`` 1. "seq-mean-token-sum-norm"'s default
   factor is ``loss_mask.shape[-1]``, the padded width, as the protocol's default. The mask is a bool
@@ -227,7 +232,6 @@ whitened = SimpleNamespace(
     token_gae=_token_gae_whitened,
     RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
 )
-VARIANTS = ("whitened",)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,6 +292,37 @@ def group_advantages(scores, groups, kind):
     else:
         raise ValueError(f"unknown kind {kind!r}")
     return advantages[:, 0]
+
+
+def _group_advantages_vectorized(scores, groups, kind):
+    """The vectorised estimators (algorithm.adv_estimator grpo_vectorized / rloo_vectorized)."""
+    scores = _tensor(scores).to(torch.float32)
+    index = np.asarray(_tensor(groups).cpu().numpy()).astype(np.int64)
+    token_level_rewards = scores.reshape(-1, 1).clone()
+    response_mask = torch.ones_like(token_level_rewards, dtype=torch.int64)
+    if kind in ("grpo", "mean"):
+        advantages, _ = core_algos.compute_grpo_vectorized_outcome_advantage(
+            token_level_rewards, response_mask, index, epsilon=_EPSILON, norm_adv_by_std_in_grpo=kind == "grpo")
+    elif kind == "rloo":
+        advantages, _ = core_algos.compute_rloo_vectorized_outcome_advantage(token_level_rewards, response_mask, index)
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    return advantages[:, 0]
+
+
+vectorized = SimpleNamespace(
+    __doc__="verl's vectorised group estimators: compute_grpo_vectorized_outcome_advantage (utils/groupwise.py "
+    "group_mean_std: float32 sums by index_add_, variance from centred scores) and "
+    "compute_rloo_vectorized_outcome_advantage (bincount).",
+    group_advantages=_group_advantages_vectorized,
+    RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
+    RLSPEC_XFAIL={
+        "GROUP-SINGLETON": "the vectorised RLOO gives a singleton group 0 (adv * (c > 1)) while the vectorised GRPO "
+        "(group_mean_std: mean 0, std 1) and the loop RLOO keep its raw score: one group_singleton cannot describe "
+        "both kinds; https://github.com/volcengine/verl/blob/v0.9.1/verl/trainer/ppo/core_algos.py",
+    },
+)
+VARIANTS = ("whitened", "vectorized")
 
 
 # ---------------------------------------------------------------------------------------------
