@@ -914,6 +914,16 @@ def clamp_boundary(ctx, kind, base, good, bad) -> float:
     return bad
 
 
+def describe_clamps(ctx, first_kind) -> str:
+    """describe_clamp for every kind (the failing one first): where each starts to deviate."""
+    kinds = [first_kind] + [k for k in KL_KINDS if k != first_kind]
+    found = [text for text in (describe_clamp(ctx, kind) for kind in kinds) if text]
+    if not found:
+        return ""
+    return "; ".join(found) + ": a clamp of the log ratio or of the estimate (verl k3: 13.61 and e^-11; OpenRLHF k1: " \
+        "e^10 and e^-10), which biases the value and zeroes the gradient beyond"
+
+
 def describe_clamp(ctx, kind, base=-0.25) -> str:
     """Where value and gradient start to go wrong on each side, with the ratio pi_ref / pi."""
     parts = []
@@ -929,8 +939,7 @@ def describe_clamp(ctx, kind, base=-0.25) -> str:
         parts.append(f"log(pi_ref / pi) {'>' if side > 0 else '<'} {x:.5g} (pi_ref / pi {'>' if side > 0 else '<'} {math.exp(x):.4g})")
     if not parts:
         return ""
-    return f"kind {kind!r}: value or gradient biased for " + " and for ".join(parts) + \
-        ": a clamp of the log ratio or of the estimate (verl k3: 13.61 and e^-11; OpenRLHF k1: e^10 and e^-10)"
+    return f"kind {kind!r} wrong for " + " and for ".join(parts)
 
 
 @check("KL-PENALTY-EXTREME-LOG-RATIO")
@@ -949,7 +958,7 @@ def penalty_extreme(ctx):
                 raise ClauseFailure(f"kind {kind!r}: value {values[i]} and gradient {grad[i]} at index {i} on finite input "
                                     f"(logp = {a64[i]!r}, logp_ref = {b64[i]!r}, log ratio {b64[i] - a64[i]:.6g})",
                                     call=call.code, cause="overflow: exp of a large log ratio (inf * 0 gives a NaN gradient)")
-            cause = describe_clamp(ctx, kind)
+            cause = describe_clamps(ctx, kind)
             u = call.unit_roundoff
             if not cause and kind in ("k3", "k3+"):
                 cause = "the gradient cancels catastrophically where e^x is large: k3 multiplied by a non-detached ratio " \

@@ -1,6 +1,6 @@
-"""Mutant: OpenRLHF's compute_approx_kl: float32, k3's log ratio clamped at -10 and every estimator
-clamped to [-10, 10] (k1 too): k1 is biased beyond pi_ref / pi = e^10 or below e^-10, k2 beyond
-|log r| = 4.47, and their gradients vanish there."""
+"""Mutant: OpenRLHF's compute_approx_kl: float32, k3's log(pi / pi_ref) clamped at -10 and every
+estimator clamped to [-10, 10] (k1 too): k1 is biased beyond pi_ref / pi = e^10 or below e^-10, k2 beyond
+|log r| = 4.47, k3 beyond 13.61 and below e^-11, and their gradients vanish there."""
 
 import torch
 
@@ -16,8 +16,8 @@ def kl_penalty(logp, logp_ref, kind, logp_old=None):
     elif base == "k2":
         value = log_ratio**2 / 2.0
     else:
-        lr = (-log_ratio).clamp(min=-10)
-        value = lr.exp() - 1 - lr
+        lr = log_ratio.clamp(min=-10)  # log(pi / pi_ref) >= -10
+        value = (-lr).exp() - 1 + lr
     value = value.clamp(min=-10, max=10)
     if kind.endswith("+"):
         surrogate = log_ratio**2 / 2.0
