@@ -234,6 +234,19 @@ def test_verl_singleton_passes_when_declared_and_fails_when_not():
     assert run_conformance(wrong, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"].status == "fail"
 
 
+def test_singleton_declared_by_kind():
+    def mixed(scores, groups, kind):  # verl's vectorised pair: GRPO keeps a singleton's score, RLOO gives it 0
+        return verl_group_advantages(scores, groups, kind) if kind != "rloo" else ref.group_advantages(scores, groups, kind)
+
+    by_kind = candidate({"group_singleton": {"grpo": "score", "mean": "score"}}, group_advantages=mixed)
+    assert run_conformance(by_kind, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"].status == "pass"
+    one_value = candidate({"group_singleton": "score"}, group_advantages=mixed)
+    result = run_conformance(one_value, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"]
+    assert result.status == "fail" and "kind 'rloo'" in result.cause
+    bad = candidate({"group_singleton": {"ppo": "score"}})
+    assert run_conformance(bad, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"].status == "error"
+
+
 def test_declared_ddof_and_eps_are_checked_exactly():
     variant = load(f"{VARIANTS}/grpo_numpy_verl_style.py")  # ddof 0, eps 1e-9, singleton score, unscorable nan
     assert run_conformance(variant, clauses="GROUP-*").ok

@@ -22,7 +22,8 @@ Conventions (the candidate's ``RLSPEC_CONVENTIONS``, defaults in parentheses; ea
 
     group_std_ddof (1)             1 (verl, TRL, OpenRLHF) or 0
     group_std_eps (1e-6)           > 0, added to the std (TRL 1e-4, OpenRLHF 1e-9)
-    group_singleton ("zero")       or "score" (verl: mean 0, std 1)
+    group_singleton ("zero")       or "score" (verl: mean 0, std 1); or a dict by kind, e.g.
+                                   {"grpo": "score", "rloo": "zero"} (kinds not named: "zero")
     group_unscorable ("zero")      the advantage of a NaN score (TRL: 0), or "nan"
     kl_penalty_off_policy ("importance-weighted")   or "on-policy-only" (fails KL-PENALTY-OFF-POLICY)
 """
@@ -59,7 +60,10 @@ KL_KINDS = ("k1", "k2", "k3", "k1+", "k2+", "k3+")
 class GroupConventions:
     ddof: int = 1
     eps: float = 1e-6
-    singleton: str = "zero"
+    singleton: str | tuple = "zero"  # one value, or ((kind, value), ...) by kind
+
+    def singleton_for(self, kind: str) -> str:
+        return self.singleton if isinstance(self.singleton, str) else dict(self.singleton).get(kind, "zero")
     unscorable: str = "zero"
 
 
@@ -73,8 +77,13 @@ def group_conventions(ctx) -> GroupConventions:
         raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_ddof'] = {ddof!r}; expected 0 or 1")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
         raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_eps'] = {eps!r}; expected a number > 0 (added to the std)")
-    if singleton not in ("zero", "score"):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero' or 'score'")
+    if isinstance(singleton, dict):
+        if not set(singleton) <= set(GROUP_KINDS) or not set(singleton.values()) <= {"zero", "score"}:
+            raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero', 'score' or a "
+                                 f"dict from kinds {GROUP_KINDS} to 'zero' or 'score'")
+        singleton = tuple(sorted(singleton.items()))
+    elif singleton not in ("zero", "score"):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero' or 'score' (or a dict by kind)")
     if unscorable not in ("zero", "nan"):
         raise CandidateError(f"RLSPEC_CONVENTIONS['group_unscorable'] = {unscorable!r}; expected 'zero' or 'nan'")
     return GroupConventions(int(ddof), float(eps), singleton, unscorable)
@@ -105,7 +114,7 @@ def expected_advantages(scores, groups, kind, conv: GroupConventions) -> np.ndar
             continue
         r = [Fraction(float(v)) for v in scores[idx]]
         if n == 1:
-            if conv.singleton == "score":
+            if conv.singleton_for(kind) == "score":
                 out[idx] = float(r[0]) / (1.0 + conv.eps) if kind == "grpo" else float(r[0])
             continue
         mean = sum(r) / n
@@ -239,14 +248,15 @@ def _alternatives(scores, groups, kind, conv: GroupConventions):
     if kind == "rloo":
         found.append((expected_advantages(scores, groups, "mean", conv), conv,
                       "the leave-one-out baseline includes the sample itself: r - group mean instead of r - mean of the others"))
-    if conv.singleton == "zero":
+    if conv.singleton_for(kind) == "zero":
         alt = dataclasses.replace(conv, singleton="score")
         found.append((expected_advantages(scores, groups, kind, alt), alt,
-                      "a singleton group is normalised with mean 0 and std 1 (verl): declare group_singleton = 'score'"))
+                      f"a singleton group is normalised with mean 0 and std 1 (verl): declare group_singleton = 'score' "
+                      f"(or {{{kind!r}: 'score'}})"))
     else:
         alt = dataclasses.replace(conv, singleton="zero")
         found.append((expected_advantages(scores, groups, kind, alt), alt,
-                      "a singleton group gets 0, but the candidate declares group_singleton = 'score'"))
+                      f"a singleton group gets 0, but the candidate declares group_singleton = 'score' for kind {kind!r}"))
     if np.any(np.isnan(scores)):
         zeroed = np.nan_to_num(scores, nan=0.0)
         found.append((expected_advantages(zeroed, groups, kind, conv), conv,
@@ -448,7 +458,8 @@ def low_variance(ctx):
 def singleton(ctx):
     """verl's [1, 0, 0, 1 | 0.5 | 2]: the singletons b, c get the declared advantage, never NaN (every kind)."""
     conv = group_conventions(ctx)
-    cause = f"a group with one scorable member must get the declared group_singleton = {conv.singleton!r}"
+    declared = conv.singleton if isinstance(conv.singleton, str) else dict(conv.singleton)
+    cause = f"a group with one scorable member must get the declared group_singleton = {declared!r}"
     for kind in GROUP_KINDS:
         check_groups(ctx, VERL_SCORES, VERL_GROUPS, kind, what="verl's [1, 0, 0, 1, 0.5, 2], ids [a, a, a, a, b, c]", cause=cause)
         check_groups(ctx, [3.0], [0], kind, what="one sample", cause=cause)
