@@ -80,9 +80,8 @@ variance in float32 (``.float()``); the adapter declares ``RLSPEC_PRECISION = "f
 judges it by float32 error bounds. Deliberate deviations are listed in ``openrlhf.xfail``; defects
 stay red (docs/bugs-found.md).
 
-Loading takes a while: ``import deepspeed`` (models/utils.py) costs 15-30 s on a small CPU machine,
-which can exceed the quick profile's 30 s per-clause limit that also bounds loading the candidate in
-its worker (``rlspec check`` reports "timed out ... while importing it"); pass ``--time-limit 120``.
+Loading takes a while: ``import deepspeed`` (models/utils.py) costs 15-30 s on a small CPU machine
+(rlspec's workers give importing a candidate at least 120 s).
 """
 
 from __future__ import annotations
