@@ -889,7 +889,8 @@ def penalty_off_policy(ctx):
         check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD, what="P7, tokens from pi_old = [0.3, 0.3, 0.4]",
                                 published=published, published_tol=5e-7 if kind.endswith("+") else 5e-4)
         check_expected_gradient(ctx, kind, WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD,
-                                what="pi = [0.05, 0.9, 0.05], pi_ref = [0.2, 0.3, 0.5], tokens from pi_old = [0.6, 0.05, 0.35] (pi / pi_old = 18)")
+                                what="pi = [0.05, 0.9, 0.05], pi_ref = [0.2, 0.3, 0.5], tokens from pi_old = "
+                                "[0.6, 0.05, 0.35] (pi / pi_old = 18)")
 
     def verify(drawn):
         (log_p, log_ref, log_old), kind = drawn

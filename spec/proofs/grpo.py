@@ -25,7 +25,6 @@ import math
 import sympy as sp
 
 from rlspec.spec.proofs.core import PROVED, ProofResult, combine, identity, proof
-from rlspec.spec.proofs.kl import categorical
 from rlspec.spec.proofs.pg import all_of, nonzero, rational_identity
 
 # ---------------------------------------------------------------------------------------------
@@ -296,9 +295,10 @@ def _kl_penalty_gradients(derivatives=None) -> ProofResult:
     (d k3 / d log pi = 1 - pi_ref / pi); the straight-through kinds take k2's gradient, hence the reverse
     KL's. With tokens drawn from another policy s, weighting k2's gradient by pi / s restores the reverse
     KL's gradient exactly.""",
-    assumptions="""n = 2..4 outcomes; pi = softmax(theta) with positive exp(theta); pi_ref and s categorical
-    with symbolic positive probabilities summing to 1; the targets differentiate the KL definitions in
-    theta.""",
+    assumptions="""n = 2..5 outcomes; pi, pi_ref and s categorical with symbolic positive probabilities
+    summing to 1, pi = softmax(theta); the targets differentiate the KL definitions in the probabilities
+    and apply the softmax Jacobian d pi_a / d theta_b = pi_a ([a = b] - pi_b); d log pi_y / d theta_b =
+    [y = b] - pi_b. Logs of probabilities are independent symbols in the identity check (stronger).""",
 )
 def kl_penalty_gradients() -> ProofResult:
     return _kl_penalty_gradients()
