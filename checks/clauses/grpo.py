@@ -16,7 +16,11 @@ sampling probabilities s held fixed (pi on-policy, pi_old off-policy), and its g
 to the logits theta of pi = softmax(theta) is d loss / d theta_b = v_b - pi_b sum_y v_y, with
 v = d loss / d logp (the chain rule through log-softmax, d log pi_y / d theta_b = [y = b] - pi_b).
 It is compared with the closed forms grad KL(pi || pi_ref)_b = pi_b (l_b - sum_y pi_y l_y),
-l = log pi - log pi_ref, and grad KL(pi_ref || pi) = pi - pi_ref.
+l = log pi - log pi_ref, and grad KL(pi_ref || pi) = pi - pi_ref. ``logp_old`` is passed only for
+tokens drawn off-policy. The value and expected-gradient clauses draw log ratios within MODERATE = 2.5
+(below every clamp a library applies); clamps, overflow and cancellation are judged by
+KL-PENALTY-EXTREME-LOG-RATIO, whose failure names, kind by kind, the ratio pi_ref / pi where the
+candidate starts to deviate (found by bisection).
 
 Conventions (the candidate's ``RLSPEC_CONVENTIONS``, defaults in parentheses; each checked exactly):
 
