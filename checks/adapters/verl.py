@@ -51,7 +51,7 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
   estimators (``compute_grpo_vectorized_outcome_advantage`` on ``utils/groupwise.py``
   ``group_mean_std``, ``compute_rloo_vectorized_outcome_advantage``); their variance comes from
   centred scores (GROUP-LOW-VARIANCE passes), but the vectorised RLOO gives a singleton group 0
-  where the loop keeps the raw score (its GROUP-SINGLETON is an xfail of the variant).
+  where the loop keeps the raw score: the variant declares ``group_singleton`` by kind.
 - ``aggregate_loss``: ``core_algos.agg_loss(loss_mat, loss_mask, loss_agg_mode, batch_num_tokens=
   num_tokens, loss_scale_factor=norm_length)``, ``dp_size`` 1. "seq-mean-token-sum-norm"'s default
   factor is ``loss_mask.shape[-1]``, the padded width, as the protocol's default. The mask is a bool
@@ -315,12 +315,9 @@ vectorized = SimpleNamespace(
     "group_mean_std: float32 sums by index_add_, variance from centred scores) and "
     "compute_rloo_vectorized_outcome_advantage (bincount).",
     group_advantages=_group_advantages_vectorized,
-    RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
-    RLSPEC_XFAIL={
-        "GROUP-SINGLETON": "the vectorised RLOO gives a singleton group 0 (adv * (c > 1)) while the vectorised GRPO "
-        "(group_mean_std: mean 0, std 1) and the loop RLOO keep its raw score: one group_singleton cannot describe "
-        "both kinds; https://github.com/volcengine/verl/blob/v0.9.1/verl/trainer/ppo/core_algos.py",
-    },
+    # the vectorised RLOO gives a singleton group 0 (adv * (c > 1)); the vectorised GRPO (group_mean_std:
+    # mean 0, std 1) keeps its score, as the loop estimators do
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "group_singleton": {"grpo": "score", "mean": "score", "rloo": "zero"}},
 )
 VARIANTS = ("whitened", "vectorized")
 

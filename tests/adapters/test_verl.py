@@ -104,12 +104,12 @@ def test_whitened_variant_fails_every_token_gae_clause(whitened_run):
     assert "whiten" in whitened_run["RLHF-GAE-KNOWN-ANSWER"].cause
 
 
-# verl:vectorized: the vectorised group estimators agree with the loops except on a singleton RLOO group.
+# verl:vectorized: the vectorised group estimators agree with the loops except on a singleton RLOO group
+# (0 instead of the raw score), which the variant declares (group_singleton by kind).
 VECTORIZED_EXPECTED = {
     **{clause: "pass" for clause in ("GROUP-GRPO-VALUES", "GROUP-MEAN-VALUES", "GROUP-RLOO-LEAVE-ONE-OUT",
                                      "GROUP-UNSORTED-IDS", "GROUP-IDENTICAL-SCORES", "GROUP-LOW-VARIANCE",
-                                     "GROUP-BASELINE-BIAS")},
-    "GROUP-SINGLETON": "xfail",  # rloo_vectorized: 0; grpo_vectorized and the loop rloo: the raw score
+                                     "GROUP-BASELINE-BIAS", "GROUP-SINGLETON")},
     "GROUP-UNSCORABLE-EXCLUDED": "xfail",
 }
 
