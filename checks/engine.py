@@ -21,7 +21,7 @@ import numpy as np
 from rlspec.checks import protocol
 from rlspec.checks.assertions import ClauseFailure
 from rlspec.checks.loader import from_object, load, parse_xfail
-from rlspec.checks.protocol import Candidate, CandidateError
+from rlspec.checks.protocol import Candidate, CandidateError, NotProvided
 from rlspec.checks.registry import load_all
 from rlspec.spec import catalogue
 
@@ -273,6 +273,8 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
         result.cause = failure.cause or clause.likely_cause
     except CandidateError as error:
         result.status, result.message = "error", str(error)
+    except NotProvided as lack:
+        result.status, result.message = "not-provided", str(lack)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the suite itself never crashes
@@ -295,6 +297,8 @@ def _unexpected(exc: BaseException) -> tuple[str, str]:
             return "fail", inner.message
         if isinstance(inner, CandidateError):
             return "error", str(inner)
+        if isinstance(inner, NotProvided):
+            return "not-provided", str(inner)
         return _unexpected(inner)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return "error", f"internal error in rlspec ({type(exc).__name__}{': ' + text if text else ''}); please report it"

@@ -176,6 +176,11 @@ class CandidateError(Exception):
     """The candidate raised, or returned something unusable. The message is one line."""
 
 
+class NotProvided(Exception):
+    """The candidate declares that it lacks what a clause needs (a KL kind, an aggregation mode): the
+    clause gets ``not-provided`` with this one-line message, as for a missing operation."""
+
+
 @dataclass
 class Candidate:
     """A loaded candidate: its operations and what it declares about itself."""

@@ -301,3 +301,27 @@ def test_proofs_refute_wrong_formulas():
     wrong = {k: proofs.plain_derivative(k.rstrip("+")) for k in ("k1", "k2", "k3", "k1+", "k2+", "k3+")}  # no straight-through
     result = proofs._kl_penalty_gradients(derivatives=wrong)
     assert result.status == REFUTED and "k1+" in result.steps[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# kl_penalty_kinds: a candidate that has some kinds only (TRL: k3 and k3+)
+
+
+def _k3_only(logp, logp_ref, kind, logp_old=None):
+    if kind not in ("k3", "k3+"):
+        raise ValueError(f"only k3 here, not {kind}")
+    return ref.kl_penalty(logp, logp_ref, kind, logp_old)
+
+
+def test_declared_penalty_kinds_judge_what_the_candidate_has():
+    run = run_conformance(candidate({"kl_penalty_kinds": ["k3+", "k3"]}, kl_penalty=_k3_only), clauses="KL-PENALTY-*")
+    assert [r.status for r in run.results] == ["pass"] * 4
+    assert all("judged on the declared kinds k3, k3+ only (kl_penalty_kinds)" in r.notes for r in run.results)
+    undeclared = run_conformance(candidate(kl_penalty=_k3_only), clauses="KL-PENALTY-VALUES")
+    assert undeclared["KL-PENALTY-VALUES"].status == "error" and "only k3 here" in undeclared["KL-PENALTY-VALUES"].message
+
+
+@pytest.mark.parametrize("declared", ["k3", [], ["k3", "k4"]])
+def test_malformed_penalty_kinds_are_an_error(declared):
+    run = run_conformance(candidate({"kl_penalty_kinds": declared}), clauses="KL-PENALTY-VALUES")
+    assert run["KL-PENALTY-VALUES"].status == "error" and "kl_penalty_kinds" in run["KL-PENALTY-VALUES"].message

@@ -165,3 +165,34 @@ def test_torch_tensors_pass_through_the_scalar_wrapper():
     update = lambda beta, kl, target: torch.tensor(beta * 2.0 if kl > 1.5 * target else beta / 2.0 if kl < target / 1.5 else beta,
                                                    dtype=torch.float64)
     assert run_conformance(candidate(kl_coefficient_update=update), clauses="KL-ADAPTIVE-PENALTY").ok
+
+
+# ---------------------------------------------------------------------------------------------
+# kl_estimate_kinds: a candidate that has some kinds only (TRL: k1 and k3)
+
+
+def _without_k2(logp_sampler, logp_other, kind):
+    if kind == "k2":
+        raise ValueError("no k2 here")
+    return ref.kl_estimate(logp_sampler, logp_other, kind)
+
+
+def test_declared_kinds_judge_what_the_candidate_has():
+    run = run_conformance(candidate({"kl_estimate_kinds": ("k1", "k3")}, kl_estimate=_without_k2), clauses="KL-*")
+    statuses = {r.id: r.status for r in run.results}
+    assert statuses["KL-K2-SECOND-ORDER"] == "not-provided"
+    assert run["KL-K2-SECOND-ORDER"].message == "the candidate declares kl_estimate_kinds k1, k3: no k2"
+    assert statuses["KL-EXTREME-LOG-RATIO"] == "pass"
+    assert "judged on the declared kinds k1, k3 only (kl_estimate_kinds)" in run["KL-EXTREME-LOG-RATIO"].notes
+    assert all(statuses[c] == "pass" for c in ("KL-K1-UNBIASED", "KL-K3-UNBIASED", "KL-K3-NONNEGATIVE", "KL-DIRECTION"))
+
+
+def test_undeclared_missing_kind_is_an_error():
+    run = run_conformance(candidate(kl_estimate=_without_k2), clauses="KL-K2-SECOND-ORDER")
+    assert run["KL-K2-SECOND-ORDER"].status == "error" and "no k2 here" in run["KL-K2-SECOND-ORDER"].message
+
+
+@pytest.mark.parametrize("declared", ["k1", (), ("k1", "k4")])
+def test_malformed_kinds_are_an_error(declared):
+    run = run_conformance(candidate({"kl_estimate_kinds": declared}), clauses="KL-K1-UNBIASED")
+    assert run["KL-K1-UNBIASED"].status == "error" and "kl_estimate_kinds" in run["KL-K1-UNBIASED"].message

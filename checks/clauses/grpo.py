@@ -569,6 +569,22 @@ OFF_POLICY = ("importance-weighted", "on-policy-only")
 ELEMENTARY = klc.ELEMENTARY
 
 
+def penalty_kinds(ctx) -> tuple[str, ...]:
+    """The kinds the candidate provides (RLSPEC_CONVENTIONS['kl_penalty_kinds'], default all six): a
+    library with only k3 (TRL) is judged on what it has, and the rest is said in the clause's notes."""
+    declared = ctx.candidate.conventions.get("kl_penalty_kinds", KL_KINDS)
+    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared \
+            or not set(declared) <= set(KL_KINDS):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_penalty_kinds'] = {declared!r}; expected a non-empty list of kinds "
+                             f"from {KL_KINDS}")
+    kinds = tuple(k for k in KL_KINDS if k in declared)
+    if kinds != KL_KINDS:
+        note = f"judged on the declared kinds {', '.join(kinds)} only (kl_penalty_kinds)"
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return kinds
+
+
 def off_policy_convention(ctx) -> str:
     value = ctx.candidate.conventions.get("kl_penalty_off_policy", "importance-weighted")
     if value not in OFF_POLICY:
@@ -841,7 +857,8 @@ def token_batches(draw, log_ratio=(-MODERATE, MODERATE)):
 @check("KL-PENALTY-VALUES")
 def penalty_values_check(ctx):
     """P7 per token (published), E_pi[k] = KL(pi || pi_ref) for k1 / k3, values unchanged by logp_old, drawn (B, L)."""
-    for kind in KL_KINDS:
+    kinds = penalty_kinds(ctx)
+    for kind in kinds:
         base = _base(kind)
         values, call, a, b, c = check_token_values(ctx, kind, P7_LOG_P[None, :], P7_LOG_REF[None, :], what="PROBES P7")
         u = call.unit_roundoff
@@ -858,14 +875,15 @@ def penalty_values_check(ctx):
         (a, b, c), kind, off = drawn
         check_token_values(ctx, kind, a, b, c if off else None, what="drawn tokens" + (" with logp_old" if off else ""))
 
-    ctx.property(st.tuples(token_batches(), st.sampled_from(KL_KINDS), st.booleans()), verify, label="drawn",
+    ctx.property(st.tuples(token_batches(), st.sampled_from(kinds), st.booleans()), verify, label="drawn",
                  max_examples=drawn_examples(ctx))
 
 
 @check("KL-PENALTY-EXPECTED-GRADIENT")
 def penalty_expected_gradient(ctx):
     """On-policy, exact over a categorical: k1 -> 0, k2 / '+' -> reverse KL's gradient, k3 -> forward KL's (P7, drawn)."""
-    for kind in KL_KINDS:
+    kinds = penalty_kinds(ctx)
+    for kind in kinds:
         published = [0.0, 0.0, 0.0] if kind == "k1" else P7_FORWARD if kind == "k3" else P7_REVERSE
         check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, what="PROBES P7", published=published, published_tol=5e-7)
 
@@ -873,22 +891,24 @@ def penalty_expected_gradient(ctx):
         (log_p, log_ref), kind = drawn
         check_expected_gradient(ctx, kind, log_p, log_ref, what="drawn categorical")
 
-    ctx.property(st.tuples(moderate_categoricals(2), st.sampled_from(KL_KINDS)), verify, label="drawn",
+    ctx.property(st.tuples(moderate_categoricals(2), st.sampled_from(kinds)), verify, label="drawn",
                  max_examples=drawn_examples(ctx))
 
 
 @check("KL-PENALTY-OFF-POLICY")
 def penalty_off_policy(ctx):
     """Tokens from pi_old: the '+' kinds' expected gradient is the reverse KL's (importance-weighted, unclipped)."""
-    if off_policy_convention(ctx) == "on-policy-only":
-        E, tol, _, call, a, b, c = expected_gradient(ctx, "k3+", P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD)
+    kinds = penalty_kinds(ctx)
+    straight = [k for k in kinds if k.endswith("+")]
+    if off_policy_convention(ctx) == "on-policy-only" and straight:
+        E, tol, _, call, a, b, c = expected_gradient(ctx, straight[-1], P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD)
         raise ClauseFailure(
             f"declared kl_penalty_off_policy = 'on-policy-only': with tokens drawn from pi_old = [0.3, 0.3, 0.4] the "
-            f"expected gradient of k3+ is {np.round(E, 6).tolist()}, not grad KL(pi || pi_ref) = {P7_REVERSE}",
+            f"expected gradient of {straight[-1]} is {np.round(E, 6).tolist()}, not grad KL(pi || pi_ref) = {P7_REVERSE}",
             call=call.code,
             cause="the candidate does not importance-weight the penalty's gradient off-policy (by its own declaration); "
             "list KL-PENALTY-OFF-POLICY in its xfail entries with the reason")
-    for kind in KL_KINDS:
+    for kind in kinds:
         published = P7_REVERSE if kind.endswith("+") else NOTES_OFF_POLICY.get(kind)
         check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD, what="P7, tokens from pi_old = [0.3, 0.3, 0.4]",
                                 published=published, published_tol=5e-7 if kind.endswith("+") else 5e-4)
@@ -900,7 +920,7 @@ def penalty_off_policy(ctx):
         (log_p, log_ref, log_old), kind = drawn
         check_expected_gradient(ctx, kind, log_p, log_ref, log_old, what="drawn categorical, tokens from pi_old")
 
-    ctx.property(st.tuples(moderate_categoricals(3), st.sampled_from(KL_KINDS)), verify, label="drawn",
+    ctx.property(st.tuples(moderate_categoricals(3), st.sampled_from(kinds)), verify, label="drawn",
                  max_examples=drawn_examples(ctx))
 
 
@@ -932,7 +952,7 @@ def clamp_boundary(ctx, kind, base, good, bad) -> float:
 
 def describe_clamps(ctx, first_kind) -> str:
     """describe_clamp for every kind (the failing one first): where each starts to deviate."""
-    kinds = [first_kind] + [k for k in KL_KINDS if k != first_kind]
+    kinds = [first_kind] + [k for k in penalty_kinds(ctx) if k != first_kind]
     found = [text for text in (describe_clamp(ctx, kind) for kind in kinds) if text]
     if not found:
         return ""
@@ -962,7 +982,9 @@ def describe_clamp(ctx, kind, base=-0.25) -> str:
 def penalty_extreme(ctx):
     """|log r| up to 30 and log-probabilities near -1000: values and per-token gradients exact, clamps located."""
 
-    def verify(a, b, kinds=KL_KINDS):
+    kinds = penalty_kinds(ctx)
+
+    def verify(a, b, kinds=kinds):
         for kind in kinds:
             ok, values, grad, call = _token_ok(ctx, kind, a, b)
             if ok.all():
@@ -996,6 +1018,6 @@ def penalty_extreme(ctx):
         size = draw(st.integers(1, 6), label="L")
         a = np.array(draw(st.lists(_floats32(-1000.0, 0.0), min_size=size, max_size=size), label="logp"))
         x = np.array(draw(st.lists(_floats32(-30.0, 30.0), min_size=size, max_size=size), label="log ratio"))
-        return a[None, :], (a + x)[None, :], (draw(st.sampled_from(KL_KINDS), label="kind"),)
+        return a[None, :], (a + x)[None, :], (draw(st.sampled_from(kinds), label="kind"),)
 
     ctx.property(extremes(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))

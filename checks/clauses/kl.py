@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rlspec.checks import protocol
 from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.protocol import CandidateError
+from rlspec.checks.protocol import CandidateError, NotProvided
 from rlspec.checks.registry import check
 from rlspec.checks.tolerances import smallest_normal
 
@@ -217,21 +217,42 @@ def unbiased_check(ctx, kind: str):
     ctx.property(categorical_pairs(), verify, label="drawn")
 
 
+def estimate_kinds(ctx, *needed: str) -> tuple[str, ...]:
+    """The kinds the candidate provides (RLSPEC_CONVENTIONS['kl_estimate_kinds'], default k1, k2, k3), narrowed
+    to ``needed`` when given: a library without k2 (TRL) is judged on what it has; a clause about a kind it
+    lacks is not-provided, not a failure."""
+    declared = ctx.candidate.conventions.get("kl_estimate_kinds", KINDS)
+    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared or not set(declared) <= set(KINDS):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_estimate_kinds'] = {declared!r}; expected a non-empty list of kinds from {KINDS}")
+    wanted = needed or KINDS
+    kinds = tuple(k for k in wanted if k in declared)
+    if not kinds:
+        raise NotProvided(f"the candidate declares kl_estimate_kinds {', '.join(declared)}: no {' or '.join(wanted)}")
+    if kinds != wanted:
+        note = f"judged on the declared kinds {', '.join(kinds)} only (kl_estimate_kinds)"
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return kinds
+
+
 @check("KL-K1-UNBIASED")
 def k1_unbiased(ctx):
     """k1 = logp_sampler - logp_other per sample; E_p[k1] = KL(p || q) exactly (P7: 0.2332113)."""
+    estimate_kinds(ctx, "k1")
     unbiased_check(ctx, "k1")
 
 
 @check("KL-K3-UNBIASED")
 def k3_unbiased(ctx):
     """k3 = r - 1 - log r per sample; E_p[k3] = KL(p || q) exactly (P7: 0.2332113)."""
+    estimate_kinds(ctx, "k3")
     unbiased_check(ctx, "k3")
 
 
 @check("KL-K2-SECOND-ORDER")
 def k2_second_order(ctx):
     """k2 = (log r)^2 / 2 per sample; E_p[k2] = 0.2703566 at P7 (biased), = sum p x^2 / 2 on drawn pairs."""
+    estimate_kinds(ctx, "k2")
     log_p, log_q = p7_logs()
     estimates, call, a, b = check_per_sample(ctx, "k2", log_p, log_q, what=" at PROBES P7",
                                              cause="k2 is not (log r)^2 / 2 (the factor 1/2 missing, or another estimator returned)")
@@ -264,6 +285,7 @@ NONNEGATIVE_LOG_RATIOS = np.array([-30.0, -5.0, -1.0, -0.01, -1e-6, -1e-12, 0.0,
 @check("KL-K3-NONNEGATIVE")
 def k3_nonnegative(ctx):
     """k3 >= -tol on every sample, == 0 exactly where logp_sampler == logp_other, > 0 where k3 is clearly positive."""
+    estimate_kinds(ctx, "k3")
 
     def verify(logp_sampler, logp_other):
         estimates, call, a, b = run_kl(ctx, logp_sampler, logp_other, "k3")
@@ -289,8 +311,9 @@ def k3_nonnegative(ctx):
 @check("KL-DIRECTION")
 def direction(ctx):
     """E_p[k(p, q)] = KL(p || q) and, arguments swapped, E_q[k(q, p)] = KL(q || p) (P7: 0.2332 vs 0.2091)."""
+    kinds = estimate_kinds(ctx, "k1", "k3")
     log_p, log_q = p7_logs()
-    for kind in ("k1", "k3"):
+    for kind in kinds:
         forward, tol_f = check_expectation(ctx, kind, log_p, log_q, kl_divergence,
                                            what=f"E_p[{kind}(sampler p, other q)] at PROBES P7 vs KL(p || q) = 0.2332113")
         backward, tol_b = check_expectation(ctx, kind, log_q, log_p, kl_divergence,
@@ -303,7 +326,7 @@ def direction(ctx):
         check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] vs KL(p || q)")
         check_expectation(ctx, kind, log_q, log_p, kl_divergence, what=f"E_q[{kind}], arguments swapped, vs KL(q || p)")
 
-    ctx.property(st.tuples(categorical_pairs(), st.sampled_from(["k1", "k3"])), verify, label="drawn")
+    ctx.property(st.tuples(categorical_pairs(), st.sampled_from(kinds)), verify, label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,8 +338,9 @@ EXTREME_LOG_RATIOS = np.array([-30.0, -20.5, -11.0, -3.0, 3.0, 11.0, 20.5, 30.0]
 @check("KL-EXTREME-LOG-RATIO")
 def extreme_log_ratio(ctx):
     """|log r| up to 30 (and log-probabilities near -1000): every kind exact, finite and unclamped."""
+    kinds = estimate_kinds(ctx)
 
-    def verify(logp_sampler, logp_other, kinds=KINDS):
+    def verify(logp_sampler, logp_other, kinds=kinds):
         for kind in kinds:
             estimates, call, a, b = run_kl(ctx, logp_sampler, logp_other, kind, allow_nonfinite=True)
             bad = ~np.isfinite(estimates)
@@ -345,7 +369,7 @@ def extreme_log_ratio(ctx):
         base = draw(st.lists(st.floats(-1000.0, 0.0, width=32), min_size=size, max_size=size), label="logp_sampler")
         log_r = draw(st.lists(st.floats(-30.0, 30.0, width=32), min_size=size, max_size=size), label="log r")
         a = np.array(base)
-        return a, a + np.array(log_r), (draw(st.sampled_from(KINDS), label="kind"),)
+        return a, a + np.array(log_r), (draw(st.sampled_from(kinds), label="kind"),)
 
     ctx.property(extremes(), lambda drawn: verify(*drawn), label="drawn")
 

@@ -18,10 +18,8 @@ else:
 
 import torch  # noqa: E402
 
-from rlspec.checks import run_conformance  # noqa: E402
+from rlspec.checks import load, run_conformance  # noqa: E402
 from rlspec.checks.adapters import trl  # noqa: E402
-from rlspec.checks.clauses import grpo as grpo_checks  # noqa: E402
-from rlspec.checks.clauses import kl as kl_checks  # noqa: E402
 
 F64 = torch.float64
 
@@ -31,10 +29,10 @@ EXPECTED = {
         "PPO-RATIO-LOG-SPACE", "PPO-FIRST-STEP-VANILLA-GRADIENT", "PPO-CLIP-LOSS-VALUE", "PPO-CLIP-GRADIENT-TABLE",
         "PPO-PESSIMISTIC-BOUND", "PPO-WRONG-WAY-GRADIENT-LIVE", "PPO-CLIP-BOUNDARY", "PPO-DUAL-CLIP",
     )},
-    # kl_estimate: k1 from RLOO's reward, k3 from GRPO's loss; TRL has no k2 (trl.xfail)
-    **{clause: "pass" for clause in ("KL-K1-UNBIASED", "KL-K3-UNBIASED", "KL-K3-NONNEGATIVE", "KL-DIRECTION")},
-    "KL-K2-SECOND-ORDER": "xfail",
-    "KL-EXTREME-LOG-RATIO": "xfail",  # its k2 case; k1 and k3 pass it (test below)
+    # kl_estimate: k1 from RLOO's reward, k3 from GRPO's loss; TRL has no k2 (kl_estimate_kinds declared)
+    **{clause: "pass" for clause in ("KL-K1-UNBIASED", "KL-K3-UNBIASED", "KL-K3-NONNEGATIVE", "KL-DIRECTION",
+                                     "KL-EXTREME-LOG-RATIO")},
+    "KL-K2-SECOND-ORDER": "not-provided",
     # aggregation: dapo / grpo / luspo / dr_grpo
     **{clause: "pass" for clause in (
         "RLHF-AGG-KNOWN-ANSWER", "RLHF-AGG-GRADIENT-WEIGHTS", "RLHF-AGG-MICROBATCH-INVARIANT", "RLHF-AGG-WIDTH-INDEPENDENT",
@@ -50,12 +48,15 @@ EXPECTED = {
         "GROUP-GRPO-VALUES", "GROUP-MEAN-VALUES", "GROUP-RLOO-LEAVE-ONE-OUT", "GROUP-UNSORTED-IDS", "GROUP-IDENTICAL-SCORES",
         "GROUP-LOW-VARIANCE", "GROUP-SINGLETON", "GROUP-UNSCORABLE-EXCLUDED", "GROUP-BASELINE-BIAS",
     )},
-    # kl_penalty: every clause runs all six kinds and TRL has k3 (use_bias_correction_kl=False) and
-    # k3+ (True) only: the adapter raises "TRL has only k3" for k1 first. What k3 / k3+ do on these
-    # clauses is pinned below (test_kl_penalty_verdicts_on_trls_kinds and the direct facts).
-    **{clause: "error" for clause in (
-        "KL-PENALTY-VALUES", "KL-PENALTY-EXPECTED-GRADIENT", "KL-PENALTY-OFF-POLICY", "KL-PENALTY-EXTREME-LOG-RATIO",
-    )},
+    # kl_penalty on TRL's two kinds (kl_penalty_kinds declared): k3 (use_bias_correction_kl=False) and k3+
+    # (True, the default). On-policy expected gradients are the forward KL's (k3) and the reverse KL's (k3+);
+    # off-policy k3+'s is the reverse KL's too. k3+'s value off-policy is w k3, not k3: TRL importance-weights
+    # the value as well, by design (trl.xfail). Its gradient cancels catastrophically at large log ratios
+    # (docs/bugs-found.md #7): a defect.
+    "KL-PENALTY-VALUES": "xfail",
+    "KL-PENALTY-EXPECTED-GRADIENT": "pass",
+    "KL-PENALTY-OFF-POLICY": "pass",
+    "KL-PENALTY-EXTREME-LOG-RATIO": "fail",
 }
 PROVIDED = {"ppo_clip_loss", "kl_estimate", "group_advantages", "aggregate_loss", "token_ppo_loss", "kl_penalty"}
 REMOVED = {"token_gae", "assemble_rewards", "gae", "ppo_value_loss", "ppo_update"}  # TRL's PPO, gone after 1.12.0
@@ -93,8 +94,10 @@ def test_every_other_clause_is_not_provided_or_passes(run):
             assert result.status == "not-provided", f"{result.id}: {result.status}: {result.message}"
 
 
-def test_kl_penalty_errors_name_the_missing_estimator(run):
-    assert "TRL has only k3" in run["KL-PENALTY-VALUES"].message
+def test_kinds_trl_lacks_are_not_provided_and_said(run):
+    assert run["KL-K2-SECOND-ORDER"].message == "the candidate declares kl_estimate_kinds k1, k3: no k2"
+    assert "judged on the declared kinds k3, k3+ only (kl_penalty_kinds)" in run["KL-PENALTY-EXPECTED-GRADIENT"].notes
+    assert "judged on the declared kinds k1, k3 only (kl_estimate_kinds)" in run["KL-EXTREME-LOG-RATIO"].notes
 
 
 VARIANT_EXPECTED = {
@@ -112,27 +115,18 @@ def test_variant_verdicts(spec):
     assert {r.id: r.status for r in run.results} == expected
 
 
-def test_kl_penalty_verdicts_on_trls_kinds(monkeypatch):
-    """The kl_penalty clauses run on k3 and k3+ only (TRL's two settings): on-policy expected gradients
-    are the forward KL's (k3) and the reverse KL's (k3+), off-policy k3+'s is the reverse KL's too;
-    k3+'s value off-policy is w k3, not k3 (TRL importance-weights the value as well: by design), and
-    its gradient cancels catastrophically at large log ratios (docs/bugs-found.md #7), k3's does not."""
-    monkeypatch.setattr(grpo_checks, "KL_KINDS", ("k3", "k3+"))
-    run = run_conformance("trl", profile="quick", seed=0, clauses="KL-PENALTY-*")
-    for clause in ("KL-PENALTY-EXPECTED-GRADIENT", "KL-PENALTY-OFF-POLICY"):
-        assert run[clause].status == "pass", f"{clause}: {run[clause].message}"
+def test_kl_penalty_failures_are_k3_plus(monkeypatch):
+    """Without the xfail, KL-PENALTY-VALUES fails on k3+ with logp_old (w k3); the extreme-ratio failure is
+    k3+'s gradient alone: judged on k3 only, the clause passes."""
+    candidate = load("trl")
+    candidate.xfail = {}
+    run = run_conformance(candidate, profile="quick", seed=0, clauses="KL-PENALTY-*")
     values = run["KL-PENALTY-VALUES"]
     assert values.status == "fail" and "kind 'k3+'" in values.message and "logp_old" in values.message
     extreme = run["KL-PENALTY-EXTREME-LOG-RATIO"]
     assert extreme.status == "fail" and "kind 'k3+' d kl / d logp" in extreme.message, extreme.message
-    monkeypatch.setattr(grpo_checks, "KL_KINDS", ("k3",))
+    monkeypatch.setitem(trl.RLSPEC_CONVENTIONS, "kl_penalty_kinds", ("k3",))
     assert run_conformance("trl", profile="quick", seed=0, clauses="KL-PENALTY-EXTREME-LOG-RATIO").ok
-
-
-def test_kl_estimate_extreme_log_ratios_pass_for_k1_and_k3(monkeypatch):
-    monkeypatch.setattr(kl_checks, "KINDS", ("k1", "k3"))
-    run = run_conformance("trl", profile="quick", seed=0, clauses="KL-EXTREME-LOG-RATIO", xfail={})
-    assert run["KL-EXTREME-LOG-RATIO"].status == "pass", run["KL-EXTREME-LOG-RATIO"].message
 
 
 # ---------------------------------------------------------------------------------------------
