@@ -64,14 +64,14 @@ that returns the suite's log-probabilities as the model's):
   with ``beta != 0``, where TRL puts ``sum_t (old_logp - ref_logp)`` into the reward (captured at
   ``self.beta * kl``). There is no k2.
 
-Verdicts to know: the KL-PENALTY-* clauses run all six kinds, so they are errors here ("TRL has
-only k3"); on TRL's two kinds alone (tests/adapters/test_trl.py) k3 conforms, and k3+ (TRL's
-default) has the reverse-KL expected gradient but an importance-weighted value off-policy (by
-design) and a gradient that cancels catastrophically at large log ratios (docs/bugs-found.md #7).
+Verdicts to know: the adapter declares the kinds TRL has (``kl_penalty_kinds`` k3, k3+;
+``kl_estimate_kinds`` k1, k3), so the KL clauses judge those and KL-K2-SECOND-ORDER is not
+provided. k3 conforms; k3+ (TRL's default) has the reverse-KL expected gradient but an
+importance-weighted value off-policy (by design: trl.xfail) and a gradient that cancels
+catastrophically at large log ratios (docs/bugs-found.md #7: KL-PENALTY-EXTREME-LOG-RATIO fails).
 
 Import time: ``trl.trainer.grpo_trainer`` imports transformers, accelerate and datasets, 10 to 40 s
-on a busy 2-core machine; the worker's load counts against the per-clause limit (30 s at
-``--profile quick``), so there pass ``--time-limit 60``.
+on a busy 2-core machine (rlspec's workers give importing a candidate at least 120 s).
 
 Precision: TRL computes in the model's dtype; the stub's log-probabilities are the suite's float64
 tensors and the loss operations run in float64, so the adapter declares no reduced precision.
