@@ -104,8 +104,11 @@ def parse_xfail(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
 
 def _adapter_xfail(module) -> dict[str, str]:
     """A built-in adapter's deviations, from ``<adapter>.xfail`` beside its module (if any)."""
-    path = Path(getattr(module, "__file__", "") or "").with_suffix(".xfail")
-    if not getattr(module, "__name__", "").startswith("rlspec.checks.adapters.") or not path.is_file():
+    source = getattr(module, "__file__", None)
+    if not source or not getattr(module, "__name__", "").startswith("rlspec.checks.adapters."):
+        return {}  # an object or a module built in memory: no file beside it
+    path = Path(source).with_suffix(".xfail")
+    if not path.is_file():
         return {}
     return parse_xfail(path.read_text(encoding="utf-8"), path.name)[0]
 

@@ -159,3 +159,17 @@ def test_console_script_is_installed():
     assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-m", "rlspec.checks.cli", "list"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "GAE-SEED-EXAMPLE" in done.stdout
+
+
+def test_objects_and_in_memory_modules_are_candidates():
+    """run_conformance takes any object with protocol operations as attributes, with no file behind it."""
+    import types
+
+    from rlspec.checks import run_conformance
+    from rlspec.reference import gae as reference_gae
+
+    namespace = types.SimpleNamespace(gae=reference_gae.gae)
+    module = types.ModuleType("in_memory_candidate")
+    module.gae = reference_gae.gae
+    for candidate in (namespace, module):
+        assert run_conformance(candidate, clauses="GAE-SEED-EXAMPLE").ok
