@@ -268,3 +268,43 @@ def test_declared_seq_mean_eps_is_checked_exactly(tmp_path, declared, used, ok):
             "if mode == 'seq-mean-token-mean' else ref.aggregate_loss(per_token_loss, mask, mode, num_tokens, norm_length)" % used)
     spec = _candidate(tmp_path, f"eps{int(ok)}{declared}".replace(".", "_").replace("-", "_"), {"seq_mean_token_mean_eps": declared}, body)
     assert run_conformance(spec, clauses=["RLHF-AGG-GRADIENT-WEIGHTS", "RLHF-AGG-LENGTH-BIAS"]).ok is ok
+
+
+# ---------------------------------------------------------------------------------------------
+# aggregate_loss_modes: a candidate that has some modes only (OpenRLHF: token-mean, seq-mean-token-mean)
+
+
+def _two_modes(per_token_loss, mask, mode, num_tokens=None, norm_length=None):
+    from rlspec.reference import rlhf as reference
+
+    if mode not in ("token-mean", "seq-mean-token-mean"):
+        raise NotImplementedError(f"no {mode} here")
+    return reference.aggregate_loss(per_token_loss, mask, mode, num_tokens, norm_length)
+
+
+def _two_mode_candidate(conventions):
+    from rlspec.checks.protocol import Candidate
+
+    return Candidate(spec="test", name="test", operations={"aggregate_loss": _two_modes}, array="torch",
+                     conventions=conventions)
+
+
+def test_declared_modes_judge_what_the_candidate_has():
+    run = run_conformance(_two_mode_candidate({"aggregate_loss_modes": ["seq-mean-token-mean", "token-mean"]}), clauses="RLHF-AGG-*")
+    assert [r.status for r in run.results] == ["pass"] * 6
+    note = "judged on the declared modes token-mean, seq-mean-token-mean only (aggregate_loss_modes)"
+    assert all(note in r.notes for r in run.results)
+    undeclared = run_conformance(_two_mode_candidate({}), clauses="RLHF-AGG-KNOWN-ANSWER")
+    assert undeclared["RLHF-AGG-KNOWN-ANSWER"].status == "error"
+
+
+def test_a_clause_about_a_mode_not_declared_is_not_provided():
+    run = run_conformance(_two_mode_candidate({"aggregate_loss_modes": ["seq-mean-token-mean"]}), clauses="RLHF-AGG-MICROBATCH-INVARIANT")
+    assert run["RLHF-AGG-MICROBATCH-INVARIANT"].status == "not-provided"
+    assert run["RLHF-AGG-MICROBATCH-INVARIANT"].message == "the candidate declares aggregate_loss_modes seq-mean-token-mean: no token-mean"
+
+
+@pytest.mark.parametrize("declared", ["token-mean", [], ["token-mean", "token-sum"]])
+def test_malformed_modes_are_an_error(declared):
+    run = run_conformance(_two_mode_candidate({"aggregate_loss_modes": declared}), clauses="RLHF-AGG-KNOWN-ANSWER")
+    assert run["RLHF-AGG-KNOWN-ANSWER"].status == "error" and "aggregate_loss_modes" in run["RLHF-AGG-KNOWN-ANSWER"].message

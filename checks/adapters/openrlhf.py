@@ -59,7 +59,7 @@ What each operation drives (paths in ``site-packages/openrlhf``):
   "seq-mean-token-mean" is ``token_level_loss=False`` (rows' sums / (n_b + 1e-8), mean over the rows
   that have tokens). OpenRLHF has no "seq-mean-token-sum" or "seq-mean-token-sum-norm" mode
   (``--actor.loss_agg_mode`` offers the two above): those raise ``NotImplementedError`` naming the
-  modes it has, so the clauses that run them report an error, declared in ``openrlhf.xfail``.
+  modes it has, and ``aggregate_loss_modes`` declares the two, so the clauses judge those only.
 - ``token_ppo_loss``: ``PolicyLoss(clip_eps_low, clip_eps_high, dual_clip)`` forward with the
   token-level aggregation made a sum: ``batch_num_tokens = 1``, ``dp_size = 1`` gives
   ``(loss * mask).sum() / 1 * 1``. Its log-ratio clamp to [-20, 20] is declared
@@ -156,7 +156,7 @@ RLSPEC_CONVENTIONS = {
     # aggregate_loss: token_level_loss=False divides each row's sum by token_counts + 1e-8 (with OpenRLHF's bool
     # action_mask the count is int64 and the sum float32, where n + 1e-8 rounds to n)
     "seq_mean_token_mean_eps": 1e-8,
-    "aggregate_loss_modes": ("token-mean", "seq-mean-token-mean"),  # informational: the others raise
+    "aggregate_loss_modes": ("token-mean", "seq-mean-token-mean"),  # the clauses judge these; the others raise
     # ppo_value_loss: ValueLoss returns 0.5 * aggregate_loss(max(clipped, unclipped squared errors))
     "value_loss_factor": 0.5,
     # normalize_advantages: compute_advantages_and_returns, (A - mean) * var.clamp(min=1e-8).rsqrt(), biased var

@@ -47,7 +47,7 @@ from rlspec.checks.assertions import ClauseFailure, assert_close, matches
 from rlspec.checks.clauses.ppo import DEFAULTS as PPO_DEFAULTS
 from rlspec.checks.clauses.ppo import Conventions as PPOConventions
 from rlspec.checks.clauses.ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
-from rlspec.checks.protocol import CandidateError
+from rlspec.checks.protocol import CandidateError, NotProvided
 from rlspec.checks.registry import check
 from rlspec.checks.tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
 from rlspec.reference import gae as gae_ref
@@ -527,6 +527,25 @@ def rewards_kl_per_token(ctx):
 MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
 
+def aggregation_modes(ctx, *needed: str) -> tuple[str, ...]:
+    """The modes the candidate provides (RLSPEC_CONVENTIONS['aggregate_loss_modes'], default all four), narrowed
+    to ``needed`` when given: a library with two modes (OpenRLHF) is judged on those; a clause about a mode it
+    lacks is not-provided, not a failure."""
+    declared = ctx.candidate.conventions.get("aggregate_loss_modes", MODES)
+    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared or not set(declared) <= set(MODES):
+        raise CandidateError(f"RLSPEC_CONVENTIONS['aggregate_loss_modes'] = {declared!r}; expected a non-empty list of modes "
+                             f"from {MODES}")
+    wanted = needed or MODES
+    modes = tuple(m for m in wanted if m in declared)
+    if not modes:
+        raise NotProvided(f"the candidate declares aggregate_loss_modes {', '.join(declared)}: no {' or '.join(wanted)}")
+    if tuple(m for m in MODES if m in declared) != MODES:
+        note = f"judged on the declared modes {', '.join(m for m in MODES if m in declared)} only (aggregate_loss_modes)"
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return modes
+
+
 def aggregation_weights(mask, mode, num_tokens=None, norm_length=None, eps=0.0) -> np.ndarray:
     """d loss / d l[b, t] by the definition of each mode (0 at masked positions)."""
     B, L = mask.shape
@@ -615,12 +634,17 @@ def loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("r
 def aggregation_known_answer(ctx):
     """The worked example: losses 1, mask [[1, 0, 0], [1, 1, 1]], every mode; sum-norm padded to width 6."""
     conv = conventions(ctx)
+    modes = aggregation_modes(ctx)
     for mode, (value, weights) in WORKED.items():
+        if mode not in modes:
+            continue
         loss, grad, call, _ = verify_aggregate(ctx, WORKED_LOSSES, WORKED_MASK, mode, what="worked example")
         u = call.unit_roundoff
         if not (mode == "seq-mean-token-mean" and conv.seq_mean_token_mean_eps):
             assert_close(loss, value, 2 * u * 16 * value + TINY, what=f"worked example ({mode}): loss", call=call.code)
             assert_close(grad, weights, 2 * u * 12 * np.abs(weights) + TINY, what=f"worked example ({mode}): d loss / d l", call=call.code)
+    if "seq-mean-token-sum-norm" not in modes:
+        return
     wide = np.concatenate([WORKED_MASK, np.zeros((2, 3), dtype=bool)], axis=1)
     loss, grad, call, _ = verify_aggregate(ctx, np.concatenate([WORKED_LOSSES, np.full((2, 3), 5.0)], axis=1), wide,
                                            "seq-mean-token-sum-norm", what="worked example padded to width 6")
@@ -630,11 +654,12 @@ def aggregation_known_answer(ctx):
 @check("RLHF-AGG-GRADIENT-WEIGHTS")
 def aggregation_gradient_weights(ctx):
     """Every mode's exact per-token weights on drawn batches, with and without num_tokens / norm_length."""
+    modes = aggregation_modes(ctx)
 
     @st.composite
     def drawn(draw):
         losses, mask = draw(loss_cases(ctx.dtype))
-        mode = draw(st.sampled_from(MODES), label="mode")
+        mode = draw(st.sampled_from(modes), label="mode")
         num_tokens = draw(st.none() | st.integers(1, 64), label="num_tokens") if mode == "token-mean" else None
         norm_length = draw(st.none() | st.integers(1, 64), label="norm_length") if mode == "seq-mean-token-sum-norm" else None
         return losses, mask, mode, num_tokens, norm_length
@@ -642,7 +667,7 @@ def aggregation_gradient_weights(ctx):
     def verify(case):
         verify_aggregate(ctx, *case, what="drawn batch")
 
-    for mode in MODES:
+    for mode in modes:
         verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool), mode,
                 8 if mode == "token-mean" else None, 16 if mode == "seq-mean-token-sum-norm" else None))
     ctx.property(drawn(), verify, label="drawn", max_examples=2 * drawn_examples(ctx))
@@ -652,6 +677,7 @@ def aggregation_gradient_weights(ctx):
 def aggregation_microbatch_invariant(ctx):
     """token-mean, num_tokens = the global count: summed micro-batch losses and gradients equal the full batch's."""
     cause = "num_tokens is ignored: each micro-batch is divided by its own token count"
+    aggregation_modes(ctx, "token-mean")
 
     def verify(losses, mask, cuts):
         N = int(mask.sum())
@@ -685,18 +711,20 @@ def aggregation_microbatch_invariant(ctx):
 def aggregation_width_independent(ctx):
     """Extra all-masked columns (garbage losses) change nothing with norm_length given; the default scales by L / L'."""
     cause = "the aggregation depends on the padded width: padding counted in a denominator, or norm_length ignored"
+    modes = aggregation_modes(ctx)
 
     def verify(losses, mask, extra, norm_length):
         B, L = mask.shape
         wide_losses = np.concatenate([losses, np.full((B, extra), 1e6)], axis=1)
         wide_mask = np.concatenate([mask, np.zeros((B, extra), dtype=bool)], axis=1)
-        for mode in MODES:
+        for mode in modes:
             given = norm_length if mode == "seq-mean-token-sum-norm" else None
             narrow, g_narrow, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=given, what=f"width {L}", cause=cause)
             wide, g_wide, call_w, _ = verify_aggregate(ctx, wide_losses, wide_mask, mode, norm_length=given, what=f"width {L + extra}",
                                                        cause=cause)
-        verify_aggregate(ctx, wide_losses, wide_mask, "seq-mean-token-sum-norm", what=f"width {L + extra}, default norm_length = L'",
-                         cause="the default norm_length is not the padded width L (the protocol's declared default)")
+        if "seq-mean-token-sum-norm" in modes:
+            verify_aggregate(ctx, wide_losses, wide_mask, "seq-mean-token-sum-norm", what=f"width {L + extra}, default norm_length = L'",
+                             cause="the default norm_length is not the padded width L (the protocol's declared default)")
 
     verify(WORKED_LOSSES, WORKED_MASK, 3, 3)
 
@@ -713,12 +741,16 @@ def aggregation_length_bias(ctx):
     """Dr. GRPO: 2 tokens A = +1, 10 tokens A = -1: seq-mean-token-mean weights 1/4 and 1/20, token-mean 1/12, sum-norm 1/32."""
     conv = conventions(ctx)
     cause = "seq-mean-token-mean and token-mean are swapped: the length bias (weight 1/(B n_b)) is missing or misplaced"
+    aggregation_modes(ctx, "seq-mean-token-mean")  # the clause is about this mode's weights
+    modes = aggregation_modes(ctx)
     mask = np.zeros((2, 10), dtype=bool)
     mask[0, :2] = True
     mask[1, :] = True
     losses = np.where(np.arange(10)[None, :] < np.array([[2], [10]]), np.array([[-1.0], [1.0]]), 0.0)  # -A per token
     for mode, norm, weights in [("seq-mean-token-mean", None, (1 / 4, 1 / 20)), ("token-mean", None, (1 / 12, 1 / 12)),
                                 ("seq-mean-token-sum-norm", 16, (1 / 32, 1 / 32))]:
+        if mode not in modes:
+            continue
         _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bugs.md G10", cause=cause)
         if mode != "seq-mean-token-mean" or not conv.seq_mean_token_mean_eps:
             expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
@@ -738,9 +770,10 @@ def aggregation_length_bias(ctx):
 def aggregation_masked_zero_gradient(ctx):
     """Garbage losses at masked positions: every mode's gradient there is exactly 0 and the loss unchanged."""
     cause = "the mask is applied to the denominator only: padding losses enter the numerator"
+    modes = aggregation_modes(ctx)
 
     def verify(losses, mask):
-        for mode in MODES:
+        for mode in modes:
             verify_aggregate(ctx, losses, mask, mode, what="garbage at masked positions", cause=cause)
 
     verify(np.array([[1.0, 1e6, -1e6], [1.0, 1.0, 1.0]]), WORKED_MASK)
