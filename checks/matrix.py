@@ -276,6 +276,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     if args.from_json:
         matrix = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "conformance.md").write_text(render(matrix), encoding="utf-8")
         print(f"wrote {Path(args.out) / 'conformance.md'}")
         return 0

@@ -65,8 +65,8 @@ def test_render_is_deterministic_and_free_of_timings(merged):
 
 def test_from_json_rerenders(tmp_path, merged, capsys):
     (tmp_path / "m.json").write_text(json.dumps(merged))
-    assert main(["matrix", "--from-json", str(tmp_path / "m.json"), "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "conformance.md").read_text() == matrix.render(merged)
+    assert main(["matrix", "--from-json", str(tmp_path / "m.json"), "--out", str(tmp_path / "new")]) == 0  # created
+    assert (tmp_path / "new" / "conformance.md").read_text() == matrix.render(merged)
 
 
 def test_committed_matrix_matches_its_json():

@@ -25,7 +25,8 @@ lives in three files whose own imports are harmless: ``models/utils.py``, ``mode
    keep what they imported), so nothing later in the process sees a fake ``openrlhf.models``.
 
 No file of the installed library is read by hand, patched or written (bytecode writing is off while
-loading). ``RLSPEC_VERSION`` carries the version and the directory the files came from.
+loading). ``RLSPEC_VERSION`` carries the version (the same on every machine, for the matrix);
+``OPENRLHF_ROOT`` the directory the files came from.
 
 What each operation drives (paths in ``site-packages/openrlhf``):
 
@@ -145,8 +146,8 @@ def load_openrlhf() -> SimpleNamespace:
 
 
 _orl = load_openrlhf()
-_root = Path(_orl.utils.__file__).resolve().parents[1]
-RLSPEC_VERSION = f"openrlhf {_distribution_version('openrlhf')} ({_root})"
+OPENRLHF_ROOT = Path(_orl.utils.__file__).resolve().parents[1]  # where the three files came from
+RLSPEC_VERSION = f"openrlhf {_distribution_version('openrlhf')}"
 RLSPEC_ARRAY = "torch"
 RLSPEC_PRECISION = "float32"  # compute_approx_kl casts to float32; OpenRLHF's experience tensors are float32
 RLSPEC_CONVENTIONS = {

@@ -86,7 +86,7 @@ def run():
 
 
 def test_version_is_the_one_the_adapter_was_written_against():
-    assert adapter.RLSPEC_VERSION.startswith(f"openrlhf {adapter.WRITTEN_AGAINST} "), adapter.RLSPEC_VERSION
+    assert adapter.RLSPEC_VERSION == f"openrlhf {adapter.WRITTEN_AGAINST}", adapter.RLSPEC_VERSION
 
 
 def test_loads_by_bare_name_with_its_declarations():
