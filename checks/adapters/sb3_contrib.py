@@ -67,6 +67,9 @@ RLSPEC_ARRAY = "numpy"  # trpo_update and fisher_vector_product receive torch fr
 RLSPEC_CONVENTIONS = {
     "cg_initial_guess": "1e-4 randn (torch's global RNG; seeded 0 by the adapter)",
     "cg_residual_tol": "squared",  # stops when r.r < residual_tol
+    # TRPO.train() calls conjugate_gradient_solver with its default residual_tol=1e-10 (common/utils.py): the
+    # natural step is only as accurate as |r| <= 1e-5 allows
+    "natural_step_cg_tol": 1e-10,
     "damping": 0.1,  # cg_damping, added to the Fisher-vector product, also inside the step normalisation
     "backtrack_factor": 0.8,  # line_search_shrinking_factor
     "line_search_kl": "strict",  # accept iff kl < max_kl (not <=) and surrogate(x) > surrogate(x0)
