@@ -8,6 +8,7 @@ declared as a deviation), ``skip`` and ``not-provided`` (the candidate lacks an 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -204,7 +205,31 @@ class Context:
         def run(example):
             body(example)
 
-        run()
+        with _no_local_constants():
+            run()
+
+
+@contextlib.contextmanager
+def _no_local_constants():
+    """Hypothesis (6.131+) mixes literals from every *local* module in sys.modules into what it draws: with
+    rlspec installed editable, or a candidate file of the user's, the examples a seed gives would depend on
+    the install, on the candidate's source and on what was imported before. A conformance verdict must
+    depend on the seed alone, so the property runs see no local constants (Hypothesis' own constant pool,
+    fixed per version, stays)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        empty = providers.Constants()
+        original = providers._get_local_constants
+    except (ImportError, AttributeError):  # another Hypothesis: nothing to switch off
+        yield
+        return
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def _matches(clause_id: str, patterns: list[str]) -> bool:

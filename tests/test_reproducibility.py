@@ -33,3 +33,16 @@ def test_mutant_is_reproducible(mutant):
     first = verdicts(run_conformance(candidate, clauses=clauses, seed=7))
     for _ in range(REPEATS - 1):
         assert verdicts(run_conformance(candidate, clauses=clauses, seed=7)) == first
+
+
+def test_drawn_examples_ignore_local_constants():
+    """Hypothesis mixes literals from local modules (an editable rlspec, the user's candidate file) into its
+    draws; the engine switches that off so a seed gives the same examples whatever is installed or imported."""
+    from hypothesis.internal.conjecture import providers
+
+    from rlspec.checks.engine import _no_local_constants
+
+    original = providers._get_local_constants
+    with _no_local_constants():
+        assert len(providers._get_local_constants()) == 0
+    assert providers._get_local_constants is original
