@@ -100,6 +100,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from rlspec.checks.adapters._rows import episode_rows
+
 WRITTEN_AGAINST = "0.11.2"
 
 # packages whose __init__ cannot run without CUDA-only or serving dependencies (flash-attn, vLLM)
@@ -218,39 +220,10 @@ def token_gae(rewards, values, mask, gamma, lam):
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
     """Time-major (T,) or (T, N) -> one right-padded row per episode; bootstraps folded into the last reward."""
-    rewards, values, next_values = _tensor(rewards), _tensor(values), _tensor(next_values)
-    terminated, truncated = _mask(terminated), _mask(truncated)
-    one_column = rewards.dim() == 1
-    if one_column:
-        rewards, values, next_values = rewards[:, None], values[:, None], next_values[:, None]
-        terminated, truncated = terminated[:, None], truncated[:, None]
-    T, N = rewards.shape
-    segments = []  # (column, start, end) inclusive
-    for n in range(N):
-        start = 0
-        for t in range(T):
-            if bool(terminated[t, n]) or bool(truncated[t, n]) or t == T - 1:
-                segments.append((n, start, t))
-                start = t + 1
-    width = max(end - start + 1 for _, start, end in segments)
-    row_rewards = torch.zeros(len(segments), width, dtype=rewards.dtype)
-    row_values = torch.zeros(len(segments), width, dtype=values.dtype)
-    row_mask = torch.zeros(len(segments), width, dtype=torch.bool)
-    for b, (n, start, end) in enumerate(segments):
-        length = end - start + 1
-        row_rewards[b, :length] = rewards[start:end + 1, n]
-        row_values[b, :length] = values[start:end + 1, n]
-        row_mask[b, :length] = True
-        if not bool(terminated[end, n]):  # truncated, or the rollout's unfinished episode: bootstrap
-            row_rewards[b, length - 1] = row_rewards[b, length - 1] + gamma * next_values[end, n]
-    row_advantages, _ = _gae_rows(row_values, row_rewards, row_mask, float(gamma), float(lam))
-    advantages = torch.zeros_like(rewards)
-    for b, (n, start, end) in enumerate(segments):
-        advantages[start:end + 1, n] = row_advantages[b, :end - start + 1]
-    returns = advantages + values
-    if one_column:
-        return advantages[:, 0], returns[:, 0]
-    return advantages, returns
+    rows = episode_rows(rewards, values, next_values, terminated, truncated, gamma)
+    row_advantages, _ = _gae_rows(rows.values, rows.rewards, rows.mask, float(gamma), float(lam))
+    advantages = rows.scatter(row_advantages)
+    return advantages, advantages + _tensor(values)
 
 
 def assemble_rewards(scores, kl, mask, kl_coef):

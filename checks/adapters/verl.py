@@ -105,6 +105,8 @@ import verl.trainer.ppo.core_algos as core_algos
 import verl.utils.torch_functional as verl_F
 from verl.workers.config import ActorConfig
 
+from rlspec.checks.adapters._rows import episode_rows
+
 WRITTEN_AGAINST = "0.9.1"
 RLSPEC_VERSION = f"verl {verl.__version__}"
 RLSPEC_ARRAY = "torch"
@@ -191,39 +193,10 @@ def _token_gae_whitened(rewards, values, mask, gamma, lam):
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
     """Time-major (T,) or (T, N) -> one right-padded row per episode segment; the bootstrap of a segment
     that was not terminated is folded into its last reward (verl rows end terminal)."""
-    rewards, values, next_values = _tensor(rewards), _tensor(values), _tensor(next_values)
-    terminated, truncated = _tensor(terminated).to(torch.bool), _tensor(truncated).to(torch.bool)
-    one_column = rewards.dim() == 1
-    if one_column:
-        rewards, values, next_values = rewards[:, None], values[:, None], next_values[:, None]
-        terminated, truncated = terminated[:, None], truncated[:, None]
-    T, N = rewards.shape
-    segments = []  # (column, first step, last step)
-    for n in range(N):
-        start = 0
-        for t in range(T):
-            if bool(terminated[t, n]) or bool(truncated[t, n]) or t == T - 1:
-                segments.append((n, start, t))
-                start = t + 1
-    width = max(end - start + 1 for _, start, end in segments)
-    row_rewards = torch.zeros(len(segments), width, dtype=rewards.dtype)
-    row_values = torch.zeros(len(segments), width, dtype=values.dtype)
-    row_mask = torch.zeros(len(segments), width, dtype=torch.int64)
-    for b, (n, start, end) in enumerate(segments):
-        length = end - start + 1
-        row_rewards[b, :length] = rewards[start:end + 1, n]
-        row_values[b, :length] = values[start:end + 1, n]
-        row_mask[b, :length] = 1
-        if not bool(terminated[end, n]):
-            row_rewards[b, length - 1] = row_rewards[b, length - 1] + gamma * next_values[end, n]
-    _, row_raw, row_returns = _gae(row_rewards, row_values, row_mask, float(gamma), float(lam), whitening_rows=True)
-    advantages, returns = torch.zeros_like(rewards), torch.zeros_like(rewards)
-    for b, (n, start, end) in enumerate(segments):
-        advantages[start:end + 1, n] = row_raw[b, :end - start + 1]
-        returns[start:end + 1, n] = row_returns[b, :end - start + 1]
-    if one_column:
-        return advantages[:, 0], returns[:, 0]
-    return advantages, returns
+    rows = episode_rows(rewards, values, next_values, terminated, truncated, gamma)
+    _, row_raw, row_returns = _gae(rows.rewards, rows.values, rows.mask.to(torch.int64), float(gamma), float(lam),
+                                   whitening_rows=True)
+    return rows.scatter(row_raw), rows.scatter(row_returns)
 
 
 whitened = SimpleNamespace(
