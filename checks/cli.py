@@ -16,13 +16,13 @@ import textwrap
 import time
 from pathlib import Path
 
-from rlspec.spec import catalogue
+from ..spec import catalogue
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rlspec.checks.engine import PROFILES
+    from .engine import PROFILES
 
     parser = argparse.ArgumentParser(prog="rlspec", description="Conformance suite for policy-gradient RL math.")
     parser.add_argument("--version", action="version", version="rlspec 0.1.0")
@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     figures = commands.add_parser("figures", help="write the clip-objective and GAE bias/variance figures (needs matplotlib)")
     figures.add_argument("out", metavar="OUT", help="folder for the PNG files")
 
-    from rlspec.checks import matrix
+    from . import matrix
 
     matrix.configure(commands.add_parser("matrix", help="check every library adapter; write docs/conformance.md"))
     return parser
@@ -96,9 +96,9 @@ def _write(path: str, text: str, terminal) -> None:
 
 
 def cmd_check(args) -> int:
-    from rlspec.checks import report
-    from rlspec.checks.engine import UsageError, run_conformance
-    from rlspec.checks.loader import LoadError, load
+    from . import report
+    from .engine import UsageError, run_conformance
+    from .loader import LoadError, load
 
     terminal = sys.stderr if "-" in (args.json, args.junit) else sys.stdout
     if args.workers < 1:
@@ -114,7 +114,7 @@ def cmd_check(args) -> int:
         print(f"rlspec: unknown --device {args.device!r}; use cpu or cuda", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from rlspec.checks.engine import select
+        from .engine import select
 
         select(args.only)
         # Isolated runs load the candidate in a worker (a hanging import is killed there).
@@ -183,7 +183,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from rlspec.checks import matrix
+    from . import matrix
 
     return matrix.run(args)
 
@@ -193,7 +193,7 @@ def cmd_matrix(args) -> int:
 
 
 def _catalogue_json() -> list[dict]:
-    from rlspec.checks.registry import load_all
+    from .registry import load_all
 
     registry = load_all()
     return [
@@ -249,9 +249,9 @@ def cmd_list(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from rlspec.checks.adapters import reference as reference_adapter
-    from rlspec.checks.registry import load_all
-    from rlspec.spec.proofs import PROOFS
+    from . import reference_candidate
+    from .registry import load_all
+    from ..spec.proofs import PROOFS
 
     try:
         clause = catalogue.by_id(args.clause)
@@ -275,7 +275,7 @@ def cmd_explain(args) -> int:
         if verdict.counterexample:
             out.append(wrap("counterexample: " + verdict.counterexample))
     for op in clause.operations:
-        function = getattr(reference_adapter, op, None)
+        function = getattr(reference_candidate, op, None)
         if function is not None:
             out += ["", f"reference {function.__module__}.{function.__name__}:", ""]
             out += ["  " + line for line in inspect.getsource(function).rstrip().splitlines()]
@@ -288,7 +288,7 @@ def cmd_explain(args) -> int:
 def cmd_prove(args) -> int:
     import fnmatch
 
-    from rlspec.spec.proofs import PROOFS
+    from ..spec.proofs import PROOFS
 
     clauses_by_proof: dict[str, list[str]] = {}
     for c in catalogue.clauses():
@@ -314,7 +314,7 @@ def cmd_prove(args) -> int:
 
 def cmd_figures(args) -> int:
     try:
-        from rlspec.checks.figures import table_text, write_figures
+        from .figures import table_text, write_figures
     except ImportError as exc:  # pragma: no cover - matplotlib is the `figures` extra
         print(f"rlspec: figures need matplotlib ({exc}); pip install 'rlspec[figures]'", file=sys.stderr)
         return EXIT_USAGE

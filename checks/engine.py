@@ -8,77 +8,25 @@ declared as a deviation), ``skip`` and ``not-provided`` (the candidate lacks an 
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import numpy as np
-
-from rlspec.checks import protocol
-from rlspec.checks.assertions import ClauseFailure
-from rlspec.checks.loader import from_object, load, parse_xfail
-from rlspec.checks.protocol import Candidate, CandidateError, NotProvided
-from rlspec.checks.registry import load_all
-from rlspec.spec import catalogue
+from ..spec import catalogue
+from .loader import from_object, load, parse_xfail
+from .protocol import Candidate
+from .registry import load_all
+from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, run_clause  # noqa: F401 - re-exported
 
 VERSION = "0.1.0"
-STATUSES = ("pass", "fail", "error", "xfail", "skip", "not-provided")
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    max_examples: int
-    time_limit: float  # seconds per clause before an isolated run kills the candidate
-    description: str
-
-
-PROFILES = {
-    "quick": Profile("quick", 12, 30.0, "pre-commit: known-answer vectors plus a few drawn examples per property"),
-    "ci": Profile("ci", 100, 120.0, "a CI gate: 100 drawn examples per property, seeded, no deadline, no database"),
-    "thorough": Profile("thorough", 1000, 600.0, "nightly: 1000 drawn examples per property"),
-}
 LOAD_SECONDS = 120.0  # the least time an isolated worker gets to import the candidate
-DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
 class UsageError(ValueError):
     """Bad arguments to the engine (exit code 2 on the command line)."""
-
-
-@dataclass
-class ClauseResult:
-    id: str
-    operation: str | list[str]
-    status: str
-    message: str = ""
-    counterexample: str = ""
-    cause: str = ""
-    call: str = ""
-    replay: str = ""
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            "id": self.id,
-            "operation": self.operation,
-            "status": self.status,
-            "message": self.message,
-            "counterexample": self.counterexample,
-        }
-        for key in ("cause", "call", "replay"):
-            if getattr(self, key):
-                data[key] = getattr(self, key)
-        if self.notes:
-            data["notes"] = self.notes
-        data["seconds"] = round(self.seconds, 4)
-        return data
 
 
 @dataclass
@@ -137,101 +85,6 @@ class ConformanceResult:
         return json.dumps(self.to_json(), indent=2) + "\n"
 
 
-class Context:
-    """What a check receives: the candidate, the precision, the profile's example budget and seeds."""
-
-    def __init__(self, candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype):
-        self.candidate = candidate
-        self.clause = clause
-        self.profile = profile
-        self.seed = seed
-        self.dtype = np.dtype(dtype)
-        self.notes: list[str] = []
-        self._repeated: set[str] = set()
-
-    @property
-    def u(self) -> float:
-        """Unit roundoff of the inputs the suite passes (the candidate's outputs may lower it)."""
-        return protocol.unit_roundoff(self.dtype)
-
-    def call(self, operation: str, args: dict[str, Any], *, dtype=None, **options) -> protocol.Call:
-        """Call the candidate (see :func:`protocol.call`) with the run's dtype unless one is given.
-
-        The first call of each operation in a clause is made twice to detect nondeterminism
-        (skipped for inputs over 20000 elements, where a repeat would cost too much).
-        """
-        dtype = np.dtype(dtype or self.dtype)
-        if "repeat" not in options:
-            size = sum(v.size for v in args.values() if isinstance(v, np.ndarray))
-            options["repeat"] = operation not in self._repeated and size <= 20_000
-            self._repeated.add(operation)
-        result = protocol.call(self.candidate, operation, args, dtype=dtype, **options)
-        for note in result.notes:
-            if note not in self.notes:
-                self.notes.append(note)
-        if result.unit_roundoff > protocol.unit_roundoff(dtype):
-            note = f"judged at the precision of its output ({', '.join(sorted(set(result.output_dtypes)))})"
-            if note not in self.notes:
-                self.notes.append(note)
-        return result
-
-    def seed_for(self, label: str) -> int:
-        digest = hashlib.sha256(f"{self.seed}:{self.clause.id}:{label}".encode()).digest()
-        return int.from_bytes(digest[:4], "little")
-
-    def rng(self, label: str) -> np.random.Generator:
-        return np.random.default_rng(self.seed_for(label))
-
-    def property(self, strategy, body: Callable[[Any], None], *, label: str, max_examples: int | None = None) -> None:
-        """Run ``body`` on examples drawn from ``strategy``; a failure is shrunk to a minimal example."""
-        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-        from hypothesis import seed as hypothesis_seed
-
-        budget = max_examples if max_examples is not None else self.profile.max_examples
-
-        @hypothesis_seed(self.seed_for(label))
-        @settings(
-            max_examples=budget,
-            deadline=None,
-            database=None,
-            derandomize=False,
-            suppress_health_check=list(HealthCheck),
-            verbosity=Verbosity.quiet,
-            report_multiple_bugs=False,
-            phases=(Phase.explicit, Phase.generate, Phase.shrink),
-            print_blob=False,
-        )
-        @given(strategy)
-        def run(example):
-            body(example)
-
-        with _no_local_constants():
-            run()
-
-
-@contextlib.contextmanager
-def _no_local_constants():
-    """Hypothesis (6.131+) mixes literals from every *local* module in sys.modules into what it draws: with
-    rlspec installed editable, or a candidate file of the user's, the examples a seed gives would depend on
-    the install, on the candidate's source and on what was imported before. A conformance verdict must
-    depend on the seed alone, so the property runs see no local constants (Hypothesis' own constant pool,
-    fixed per version, stays)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-        empty = providers.Constants()
-        original = providers._get_local_constants
-    except (ImportError, AttributeError):  # another Hypothesis: nothing to switch off
-        yield
-        return
-    providers._get_local_constants = lambda: empty
-    providers.CONSTANTS_CACHE.cache.clear()
-    try:
-        yield
-    finally:
-        providers._get_local_constants = original
-        providers.CONSTANTS_CACHE.cache.clear()
-
-
 def _matches(clause_id: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(clause_id, p.upper()) or clause_id == p.upper() for p in patterns)
 
@@ -274,59 +127,6 @@ def replay_command(spec: str, clause_id: str, profile: str, seed: int, dtype: st
     if device != "cpu":
         parts.append(f"--device {device}")
     return " ".join(parts)
-
-
-def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype, checks) -> ClauseResult:
-    """One clause's verdict. Never raises (except KeyboardInterrupt)."""
-    result = ClauseResult(clause.id, clause.operation, "pass")
-    missing = [op for op in clause.operations if not candidate.provides(op)]
-    if missing:
-        result.status = "not-provided"
-        result.message = f"the candidate does not provide {', '.join(missing)}"
-        return result
-    if not checks:
-        result.status, result.message = "skip", "no check is registered for this clause"
-        return result
-    start = time.perf_counter()
-    context = Context(candidate, clause, profile, seed, dtype)
-    try:
-        for check in checks:
-            check.function(context)
-    except ClauseFailure as failure:
-        result.status, result.message = "fail", failure.message
-        result.counterexample, result.call = failure.table, failure.call
-        result.cause = failure.cause or clause.likely_cause
-    except CandidateError as error:
-        result.status, result.message = "error", str(error)
-    except NotProvided as lack:
-        result.status, result.message = "not-provided", str(lack)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the suite itself never crashes
-        result.status, result.message = _unexpected(exc)
-    result.seconds = time.perf_counter() - start
-    result.notes = context.notes
-    return result
-
-
-def _unexpected(exc: BaseException) -> tuple[str, str]:
-    try:
-        from hypothesis.errors import Flaky
-    except ImportError:  # pragma: no cover
-        Flaky = ()
-    if isinstance(exc, Flaky):
-        return "error", "nondeterministic: the same input gave different verdicts on replay"
-    if isinstance(exc, BaseExceptionGroup):
-        inner = exc.exceptions[0]
-        if isinstance(inner, ClauseFailure):
-            return "fail", inner.message
-        if isinstance(inner, CandidateError):
-            return "error", str(inner)
-        if isinstance(inner, NotProvided):
-            return "not-provided", str(inner)
-        return _unexpected(inner)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return "error", f"internal error in rlspec ({type(exc).__name__}{': ' + text if text else ''}); please report it"
 
 
 def run_conformance(
@@ -398,7 +198,7 @@ def run_conformance(
 
     try:
         if isolate:
-            from rlspec.checks import worker
+            from . import worker
 
             limits = worker.Limits(
                 seconds=float(time_limit or chosen_profile.time_limit),

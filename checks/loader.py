@@ -23,9 +23,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from rlspec.checks.protocol import ARRAY_KINDS, OPERATIONS, Candidate, captured_output
+from .protocol import ARRAY_KINDS, OPERATIONS, Candidate, captured_output
 
-BUILTIN = {"reference": "rlspec.checks.adapters.reference"}
+BUILTIN = {"reference": f"{__package__}.reference_candidate"}
+ADAPTERS = f"{__package__}.adapters"  # built-in library adapters, one module per library
 
 
 class LoadError(Exception):
@@ -57,8 +58,8 @@ def _resolve(spec: str):
         module = _import_file(path)
     elif target in BUILTIN:
         module = importlib.import_module(BUILTIN[target])
-    elif (adapter := target.replace("-", "_")).isidentifier() and importlib.util.find_spec(f"rlspec.checks.adapters.{adapter}"):
-        module = importlib.import_module(f"rlspec.checks.adapters.{adapter}")  # a built-in library adapter (sb3-contrib: sb3_contrib)
+    elif (adapter := target.replace("-", "_")).isidentifier() and importlib.util.find_spec(f"{ADAPTERS}.{adapter}"):
+        module = importlib.import_module(f"{ADAPTERS}.{adapter}")  # a built-in library adapter (sb3-contrib: sb3_contrib)
     else:
         module = importlib.import_module(target)
     obj = module
@@ -105,7 +106,7 @@ def parse_xfail(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
 def _adapter_xfail(module) -> dict[str, str]:
     """A built-in adapter's deviations, from ``<adapter>.xfail`` beside its module (if any)."""
     source = getattr(module, "__file__", None)
-    if not source or not getattr(module, "__name__", "").startswith("rlspec.checks.adapters."):
+    if not source or not getattr(module, "__name__", "").startswith(f"{ADAPTERS}."):
         return {}  # an object or a module built in memory: no file beside it
     path = Path(source).with_suffix(".xfail")
     if not path.is_file():

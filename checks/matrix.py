@@ -31,7 +31,6 @@ from pathlib import Path
 
 SCHEMA = 1
 PACKAGE = "rlspec.checks.adapters"
-NOT_ADAPTERS = {"reference"}  # built-in candidates that are not a library
 SYMBOLS = {"pass": "pass", "fail": "**FAIL**", "error": "**error**", "xfail": "xfail", "skip": "skip", "not-provided": "–"}
 
 
@@ -40,14 +39,13 @@ SYMBOLS = {"pass": "pass", "fail": "**FAIL**", "error": "**error**", "xfail": "x
 
 
 def adapters() -> list[str]:
-    """Names of the built-in library adapters: modules of ``rlspec.checks.adapters`` except the
-    reference and private helpers, sorted."""
+    """Names of the built-in library adapters: the public modules of ``rlspec.checks.adapters``, sorted."""
     import importlib.util
     import pkgutil
 
     package = importlib.util.find_spec(PACKAGE)
     names = [m.name for m in pkgutil.iter_modules(package.submodule_search_locations)]
-    return sorted(n for n in names if not n.startswith("_") and n not in NOT_ADAPTERS)
+    return sorted(n for n in names if not n.startswith("_"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -61,8 +59,8 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     import platform
     import traceback
 
-    from rlspec.checks.engine import run_conformance
-    from rlspec.checks.loader import load
+    from .engine import run_conformance
+    from .loader import load
 
     report = {"adapter": name, "python": sys.executable, "python_version": platform.python_version()}
     started = time.perf_counter()
@@ -133,8 +131,8 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
 
 
 def merge(reports: list[dict], *, profile: str, seed: int) -> dict:
-    from rlspec.checks.engine import VERSION
-    from rlspec.spec import catalogue
+    from .engine import VERSION
+    from ..spec import catalogue
 
     reports = sorted(reports, key=lambda r: r["adapter"])
     known = [c.id for c in catalogue.clauses()]

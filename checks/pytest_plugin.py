@@ -46,7 +46,7 @@ class ClauseItem(pytest.Item):
         self.result = None
 
     def runtest(self):
-        from rlspec.checks.engine import run_conformance
+        from .engine import run_conformance
 
         run = run_conformance(self.candidate, clauses=[self.clause.id], xfail=self.xfail, **self.options)
         self.result = result = run.results[0]
@@ -59,7 +59,7 @@ class ClauseItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClauseVerdict):
-            from rlspec.checks.report import details
+            from .report import details
 
             return details(excinfo.value.result)
         return super().repr_failure(excinfo)
@@ -80,7 +80,7 @@ class CandidateCollector(pytest.Collector):
         self.candidate, self.options, self.xfail, self.only = candidate, options, xfail, only
 
     def collect(self):
-        from rlspec.checks.engine import select
+        from .engine import select
 
         for clause in select(self.only):
             yield ClauseItem.from_parent(
@@ -92,8 +92,8 @@ def pytest_collection_modifyitems(session, config, items):
     spec = config.getoption("rlspec_candidate")
     if not spec:
         return
-    from rlspec.checks.engine import UsageError
-    from rlspec.checks.loader import LoadError, load
+    from .engine import UsageError
+    from .loader import LoadError, load
 
     try:
         candidate = load(spec)
@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture(scope="session")
 def rlspec_candidate(request):
     """The candidate named by ``--rlspec-candidate`` (loaded once), for a project's own extra tests."""
-    from rlspec.checks.loader import load
+    from .loader import load
 
     spec = request.config.getoption("rlspec_candidate")
     if not spec:

@@ -36,6 +36,6 @@ def check(clause_id: str):
 
 def load_all() -> dict[str, list[Check]]:
     """Import every chapter's checks (registration happens at import)."""
-    import rlspec.checks.clauses  # noqa: F401
+    from . import clauses  # noqa: F401
 
     return CHECKS

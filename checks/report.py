@@ -6,8 +6,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 from typing import TextIO
 
-from rlspec.checks.engine import ClauseResult, ConformanceResult, VERSION
-from rlspec.spec import catalogue
+from .engine import ClauseResult, ConformanceResult, VERSION
+from ..spec import catalogue
 
 WIDTH_ID = 42
 

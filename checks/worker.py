@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Callable
 
-from rlspec.checks.loader import LoadError
+from ..spec import catalogue
+from .loader import LoadError, load
+from .registry import load_all
+from .verdict import DTYPES, PROFILES, ClauseResult, run_clause
 
 POLL = 0.25  # seconds between deadline checks while every worker is busy
 
@@ -76,11 +79,6 @@ def _quiet_process(memory_bytes: int | None) -> None:
 
 
 def _worker_main(conn, candidate, device: str, memory_bytes: int | None) -> None:
-    from rlspec.checks.engine import PROFILES, DTYPES, run_clause
-    from rlspec.checks.loader import load
-    from rlspec.checks.registry import load_all
-    from rlspec.spec import catalogue
-
     _quiet_process(memory_bytes)
     try:
         loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
@@ -177,8 +175,6 @@ def run_isolated(
 ) -> None:
     """Run ``jobs`` (clause id, operation) on ``workers`` processes; results reach ``on_result``
     as (index, ClauseResult) in completion order. Raises LoadError if the candidate cannot load."""
-    from rlspec.checks.engine import ClauseResult
-
     first = Worker(candidate, device, limits)
     on_info(first.handshake())
     pool = [first] + [Worker(candidate, device, limits) for _ in range(min(workers, len(jobs)) - 1)]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlspec.reference.gae import gae
-from rlspec.reference.ppo import ppo_clip_loss
+from .gae import gae
+from .ppo import ppo_clip_loss
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,6 @@
 Imports SymPy and its own catalogue only; nothing here calls reference or check code.
 """
 
-from rlspec.spec.catalogue import Clause, Source, by_id, chapters, clauses
+from .catalogue import Clause, Source, by_id, chapters, clauses
 
 __all__ = ["Clause", "Source", "by_id", "chapters", "clauses"]

@@ -100,7 +100,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from rlspec.checks.adapters._rows import episode_rows
+from ._rows import episode_rows
 
 WRITTEN_AGAINST = "0.11.2"
 

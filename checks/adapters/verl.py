@@ -105,7 +105,7 @@ import verl.trainer.ppo.core_algos as core_algos
 import verl.utils.torch_functional as verl_F
 from verl.workers.config import ActorConfig
 
-from rlspec.checks.adapters._rows import episode_rows
+from ._rows import episode_rows
 
 WRITTEN_AGAINST = "0.9.1"
 RLSPEC_VERSION = f"verl {verl.__version__}"

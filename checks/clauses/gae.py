@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.registry import check
-from rlspec.checks.strategies import Rollout, discounts, finite_floats, rollouts
-from rlspec.checks.tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance
-from rlspec.reference import gae as ref
+from ..assertions import ClauseFailure, assert_close, matches
+from ..registry import check
+from ..strategies import Rollout, discounts, finite_floats, rollouts
+from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance
+from ...reference import gae as ref
 
 # The seed's hand-computed example (seed 000 §7 exercise 2; PROBES P1) and its truncated twin (P2).
 SEED_TERMINAL = Rollout.of(
@@ -427,7 +427,7 @@ def float32_long_rollout(ctx):
 @check("GAE-INPUTS-NOT-MUTATED")
 def inputs_not_mutated(ctx):
     """gae leaves every input array exactly as it was (checked on the seed examples and drawn rollouts)."""
-    from rlspec.checks.protocol import MutatedInput
+    from ..protocol import MutatedInput
 
     def verify(rollout):
         try:
@@ -465,6 +465,6 @@ def reward_to_go(ctx):
     verify([1.0, 2.0, 3.0], 0.5)  # -> [2.75, 3.5, 3.0]
     verify([1.0, 0.0], 1.0)  # bugs.md A1: weighting every step by G_0 gives [1, 1]
     verify([0.0, 1.0], 1.0)  # bugs.md A2: a reward read one step off gives [0, 0] or [1, 0]
-    from rlspec.checks.strategies import episodes
+    from ..strategies import episodes
 
     ctx.property(episodes(dtype=ctx.dtype), lambda e: verify(*e), label="drawn")

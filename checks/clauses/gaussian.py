@@ -15,8 +15,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches, mismatch_table
-from rlspec.checks.registry import check
+from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
+from ..registry import check
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)

@@ -22,11 +22,11 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from rlspec.checks.assertions import ClauseFailure, mismatch_table
-from rlspec.checks.registry import check
-from rlspec.checks.strategies import Rollout
-from rlspec.checks.tolerances import gae_tolerance
-from rlspec.reference import gridworld as gw
+from ..assertions import ClauseFailure, mismatch_table
+from ..registry import check
+from ..strategies import Rollout
+from ..tolerances import gae_tolerance
+from ...reference import gridworld as gw
 
 WORLD = gw.GRIDWORLD
 U64 = 2.0**-53
@@ -534,8 +534,8 @@ def call_trainer(ctx, seed: int) -> np.ndarray:
     (tiny tensors: more threads only add synchronisation; the setting is restored)."""
     import torch
 
-    from rlspec.checks import protocol
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from .. import protocol
+    from ..gridworld_env import GridworldEnv
 
     function = ctx.candidate.operations["train_ppo"]
     threads = torch.get_num_threads()
@@ -566,8 +566,8 @@ def reference_rows(seeds) -> list[tuple]:
     """The yardstick for a failure message: the reference trainer on the same seeds."""
     import torch
 
-    from rlspec.checks.gridworld_env import GridworldEnv
-    from rlspec.reference.training import train_ppo
+    from ..gridworld_env import GridworldEnv
+    from ...reference.training import train_ppo
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -627,7 +627,7 @@ def transitions() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def actor_critic_expectation(ctx):
     """Every transition of the gridworld in one batch: the actor's weight delta = -d actor_loss / d logp
     (divided by the declared reduction), averaged over s' ~ P(.|s,a), is A^pi(s, a) for the exact critic."""
-    from rlspec.checks.clauses.pg import gradients, reduction_scale
+    from .pg import gradients, reduction_scale
 
     mdp = float_mdp()
     s, a, s_next, prob = transitions()

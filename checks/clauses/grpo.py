@@ -44,12 +44,12 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rlspec.checks import protocol
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.clauses import kl as klc
-from rlspec.checks.protocol import CandidateError
-from rlspec.checks.registry import check
-from rlspec.checks.tolerances import smallest_normal
+from .. import protocol
+from ..assertions import ClauseFailure, assert_close, matches
+from . import kl as klc
+from ..protocol import CandidateError
+from ..registry import check
+from ..tolerances import smallest_normal
 
 TINY = 1e-300
 U64 = 2.0**-53

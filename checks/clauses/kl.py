@@ -17,11 +17,11 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from rlspec.checks import protocol
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.protocol import CandidateError, NotProvided
-from rlspec.checks.registry import check
-from rlspec.checks.tolerances import smallest_normal
+from .. import protocol
+from ..assertions import ClauseFailure, assert_close, matches
+from ..protocol import CandidateError, NotProvided
+from ..registry import check
+from ..tolerances import smallest_normal
 
 TINY = 1e-300
 U64 = 2.0**-53

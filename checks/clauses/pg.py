@@ -28,11 +28,11 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.protocol import CandidateError
-from rlspec.checks.registry import check
-from rlspec.checks.tolerances import smallest_normal
-from rlspec.reference import pg as ref
+from ..assertions import ClauseFailure, assert_close, matches
+from ..protocol import CandidateError
+from ..registry import check
+from ..tolerances import smallest_normal
+from ...reference import pg as ref
 
 TINY = 1e-300
 U64 = 2.0**-53

@@ -54,11 +54,11 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rlspec.checks.assertions import ClauseFailure, assert_close
-from rlspec.checks.protocol import CandidateError, captured_output, describe
-from rlspec.checks.registry import check
-from rlspec.checks.tolerances import smallest_normal
-from rlspec.reference import ppo as ref
+from ..assertions import ClauseFailure, assert_close
+from ..protocol import CandidateError, captured_output, describe
+from ..registry import check
+from ..tolerances import smallest_normal
+from ...reference import ppo as ref
 
 TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a relative bound of 0
 

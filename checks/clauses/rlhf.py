@@ -43,14 +43,14 @@ from typing import Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches
-from rlspec.checks.clauses.ppo import DEFAULTS as PPO_DEFAULTS
-from rlspec.checks.clauses.ppo import Conventions as PPOConventions
-from rlspec.checks.clauses.ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
-from rlspec.checks.protocol import CandidateError, NotProvided
-from rlspec.checks.registry import check
-from rlspec.checks.tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
-from rlspec.reference import gae as gae_ref
+from ..assertions import ClauseFailure, assert_close, matches
+from .ppo import DEFAULTS as PPO_DEFAULTS
+from .ppo import Conventions as PPOConventions
+from .ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
+from ..protocol import CandidateError, NotProvided
+from ..registry import check
+from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
+from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
 # conventions

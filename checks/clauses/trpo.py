@@ -36,8 +36,8 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlspec.checks.assertions import ClauseFailure, assert_close, matches, mismatch_table
-from rlspec.checks.registry import check
+from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
+from ..registry import check
 
 # ---------------------------------------------------------------------------------------------
 # declared conventions
@@ -295,7 +295,7 @@ class Policy:
     """A small policy handed to the candidate: ``policy(theta)`` -> torch Distribution, batch (B,)."""
 
     def __init__(self, kind: str, features: np.ndarray, size: int):
-        from rlspec.reference import trpo as ref
+        from ...reference import trpo as ref
 
         self.kind, self.features, self.size = kind, np.asarray(features, dtype=np.float64), size
         build = ref.linear_categorical if kind == "categorical" else ref.linear_diag_gaussian

@@ -3,7 +3,7 @@
 import importlib
 import pkgutil
 
-from rlspec.spec.proofs.core import INCONCLUSIVE, PROOFS, PROVED, REFUTED, Proof, ProofResult, run
+from .core import INCONCLUSIVE, PROOFS, PROVED, REFUTED, Proof, ProofResult, run
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "core":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import ProofResult, combine, identity, proof
+from .core import ProofResult, combine, identity, proof
 
 HORIZON = 8
 gamma, lam = sp.symbols("gamma lambda")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import ProofResult, combine, identity, proof
+from .core import ProofResult, combine, identity, proof
 
 DIMS = (1, 2, 3, 4)
 x, mu, t = sp.symbols("x mu t", real=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import ProofResult, combine, identity, proof
+from .core import ProofResult, combine, identity, proof
 
 STATES, ACTIONS = (0, 1), (0, 1)
 NAMES = (["gamma", "lambda", "q0", "q1", "qn0", "qn1", "V0", "V1", "alpha0", "alpha1", "W0", "W1"]

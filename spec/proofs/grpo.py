@@ -24,8 +24,8 @@ import math
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import PROVED, ProofResult, combine, identity, proof
-from rlspec.spec.proofs.pg import all_of, nonzero, rational_identity
+from .core import PROVED, ProofResult, combine, identity, proof
+from .pg import all_of, nonzero, rational_identity
 
 # ---------------------------------------------------------------------------------------------
 # group baselines

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
-from rlspec.spec.proofs.pg import nonzero, rational_identity
+from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .pg import nonzero, rational_identity
 
 MIN_OUTCOMES, MAX_OUTCOMES = 2, 6
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
 
 MIN_ACTIONS, MAX_ACTIONS = 2, 6
 

@@ -23,7 +23,7 @@ import random
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
 
 r, A, eps, c = sp.symbols("r A epsilon c", real=True)
 e, a, s, w, t = sp.symbols("e a s w t", positive=True)

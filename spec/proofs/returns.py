@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import ProofResult, combine, identity, proof
-from rlspec.spec.proofs.gae import HORIZON, gamma, l, n, peel_last, r
+from .core import ProofResult, combine, identity, proof
+from .gae import HORIZON, gamma, l, n, peel_last, r
 
 
 def reward_to_go_sum(t: int, T: int):

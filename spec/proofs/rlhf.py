@@ -16,8 +16,8 @@ import itertools
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import INCONCLUSIVE, ProofResult, combine, identity, proof
-from rlspec.spec.proofs.ppo import Undecided, log_derivative, resolve
+from .core import INCONCLUSIVE, ProofResult, combine, identity, proof
+from .ppo import Undecided, log_derivative, resolve
 
 gamma, lam = sp.symbols("gamma lambda", real=True)
 

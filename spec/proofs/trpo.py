@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from rlspec.spec.proofs.core import ProofResult, combine, identity, proof
+from .core import ProofResult, combine, identity, proof
 
 SIZES = (1, 2)
 delta = sp.Symbol("delta", positive=True)

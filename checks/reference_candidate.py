@@ -1,14 +1,15 @@
 """The built-in candidate ``reference``: rlspec's own reference implementations.
 
 Every function in a ``rlspec.reference`` module whose name is a protocol operation is exported
-here, so a new reference module needs no edit to this file.
+here, so a new reference module needs no edit to this file. It is part of the core (the command
+line's default candidate), not a library adapter.
 """
 
 import importlib
 import pkgutil
 
-import rlspec.reference
-from rlspec.checks.protocol import OPERATIONS
+from .. import reference
+from .protocol import OPERATIONS
 
 RLSPEC_ARRAY = "numpy"
 RLSPEC_VERSION = "rlspec reference"
@@ -16,8 +17,8 @@ RLSPEC_VERSION = "rlspec reference"
 
 def _discover() -> dict:
     found = {}
-    for info in pkgutil.iter_modules(rlspec.reference.__path__):
-        module = importlib.import_module(f"rlspec.reference.{info.name}")
+    for info in pkgutil.iter_modules(reference.__path__):
+        module = importlib.import_module(f"{reference.__name__}.{info.name}")
         for name in OPERATIONS:
             function = getattr(module, name, None)
             if callable(function) and getattr(function, "__module__", "") == module.__name__:
