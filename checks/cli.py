@@ -129,11 +129,12 @@ def cmd_check(args) -> int:
 
     started = []
 
-    def start():
-        """The header goes out with the first verdict, so a candidate that cannot load prints one line."""
+    def start(run=None):
+        """The header goes out once the candidate has loaded, so a candidate that cannot load prints one line."""
         if not started:
             started.append(True)
-            terminal.write(report.header(args.candidate, args.profile, args.seed, args.dtype, args.device) + "\n")
+            conventions = run.conventions if run is not None else None
+            terminal.write(report.header(args.candidate, args.profile, args.seed, args.dtype, args.device, conventions) + "\n")
 
     def progress(result):
         start()
@@ -156,6 +157,7 @@ def cmd_check(args) -> int:
             dtype=args.dtype,
             device=args.device,
             xfail=args.xfail,
+            on_start=start,
             on_result=progress,
             on_checkpoint=checkpoint,
             isolate=not args.no_isolation,
@@ -171,7 +173,7 @@ def cmd_check(args) -> int:
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    start()
+    start(run)
     report.write_terminal_footer(run, terminal)
     if args.json:
         _write(args.json, run.dumps(), terminal)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..spec import catalogue
-from .loader import from_object, load, parse_xfail
+from ..spec import catalogue, contract
+from .loader import LoadError, check_xfail_ids, from_object, load, parse_xfail
 from .protocol import Candidate
 from .registry import load_all
 from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, run_clause  # noqa: F401 - re-exported
@@ -40,6 +40,7 @@ class ConformanceResult:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     incomplete: bool = False
+    conventions: dict[str, Any] = field(default_factory=dict)  # as the candidate declared them (validated)
 
     @property
     def summary(self) -> dict[str, int]:
@@ -71,6 +72,7 @@ class ConformanceResult:
             "seed": self.seed,
             "dtype": self.dtype,
             "device": self.device,
+            "conventions": self.conventions,
             "clauses": [r.to_json() for r in self.results],
             "summary": self.summary,
         }
@@ -109,12 +111,22 @@ def select(only: str | Iterable[str] | None) -> list[catalogue.Clause]:
 
 
 def read_xfail_file(path: str | Path) -> tuple[dict[str, str], list[str]]:
-    """Parse ``CLAUSE-ID  # reason`` lines; returns (id -> reason, warnings)."""
+    """Parse ``CLAUSE-ID  # reason`` lines; returns (id -> reason, warnings). An id that names no clause
+    is a UsageError (a typo would silently leave the deviation undeclared)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read --xfail file {path}: {exc.strerror or exc}") from None
-    return parse_xfail(text, str(path))
+    entries, warnings = parse_xfail(text, str(path))
+    _known_ids(entries, f"--xfail {path}")
+    return entries, warnings
+
+
+def _known_ids(entries, origin: str) -> None:
+    try:
+        check_xfail_ids(entries, origin)
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def replay_command(spec: str, clause_id: str, profile: str, seed: int, dtype: str, device: str) -> str:
@@ -138,6 +150,7 @@ def run_conformance(
     dtype: str = "float64",
     device: str = "cpu",
     xfail: dict[str, str] | str | Path | None = None,
+    on_start: Callable[["ConformanceResult"], None] | None = None,
     on_result: Callable[[ClauseResult], None] | None = None,
     on_checkpoint: Callable[["ConformanceResult"], None] | None = None,
     isolate: bool = False,
@@ -149,7 +162,9 @@ def run_conformance(
 
     ``candidate``: a spec string (built-in name, dotted module, ``module:object`` or file path), a
     loaded :class:`Candidate`, or any object/module exposing protocol operations. ``xfail``: clause
-    id -> reason, or the path of an xfail file. ``isolate``: run clauses in worker processes
+    id -> reason, or the path of an xfail file (an id that names no clause is a UsageError).
+    ``on_start(run)`` is called once the candidate has loaded (its declared conventions are in
+    ``run.conventions``), ``on_result`` after each clause. ``isolate``: run clauses in worker processes
     (``workers`` of them) that are killed after ``time_limit`` seconds per clause (default: the
     profile's) and capped at ``memory_limit`` bytes; the command line isolates by default. Use in a
     library's tests as ``assert run_conformance("mypkg.rlspec_adapter").ok``.
@@ -172,18 +187,20 @@ def run_conformance(
         declared, warnings = read_xfail_file(xfail)
     elif xfail:
         declared = {k.upper(): v for k, v in xfail.items()}
+        _known_ids(declared, "xfail")
 
     results: list[ClauseResult] = []
     run = ConformanceResult(spec, profile, seed, dtype, device, results, warnings)
 
-    def adopt(info_xfail: dict[str, str]) -> None:
-        """The candidate's own RLSPEC_XFAIL, overridden by the caller's file or dict."""
-        merged = {**info_xfail, **declared}
+    def adopt(info: dict[str, Any]) -> None:
+        """The loaded candidate's declarations: its own RLSPEC_XFAIL (overridden by the caller's file or
+        dict) and its conventions (validated at load) for the report."""
+        merged = {**info["xfail"], **declared}
         declared.clear()
         declared.update(merged)
-        known = {c.id for c in catalogue.clauses()}
-        for clause_id in sorted(set(declared) - known):
-            warnings.append(f"xfail entry {clause_id} matches no clause")
+        run.conventions = contract.plain(info["conventions"])
+        if on_start:
+            on_start(run)
 
     def emit(result: ClauseResult) -> None:
         _apply_xfail(result, declared.get(result.id))
@@ -211,11 +228,11 @@ def run_conformance(
             jobs = [(c.id, c.operation) for c in selected]
             worker.run_isolated(
                 candidate, device, jobs, profile=profile, seed=seed, dtype=dtype, workers=workers, limits=limits,
-                on_info=lambda info: adopt(info["xfail"]), on_result=worker.stream_in_order(len(jobs), emit),
+                on_info=adopt, on_result=worker.stream_in_order(len(jobs), emit),
             )
         else:
             loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
-            adopt(loaded.xfail)
+            adopt(loaded.info())
             registry = load_all()
             for clause in selected:
                 emit(run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, [])))

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .protocol import ARRAY_KINDS, OPERATIONS, Candidate, captured_output
+from ..spec import contract
+from .protocol import OPERATIONS, Candidate, captured_output
 
 BUILTIN = {"reference": f"{__package__}.reference_candidate"}
 ADAPTERS = f"{__package__}.adapters"  # built-in library adapters, one module per library
@@ -111,25 +112,46 @@ def _adapter_xfail(module) -> dict[str, str]:
     path = Path(source).with_suffix(".xfail")
     if not path.is_file():
         return {}
-    return parse_xfail(path.read_text(encoding="utf-8"), path.name)[0]
+    entries = parse_xfail(path.read_text(encoding="utf-8"), path.name)[0]
+    check_xfail_ids(entries, path.name)
+    return entries
+
+
+def check_xfail_ids(entries, origin: str) -> None:
+    """Every xfail id must name a clause: a typo would otherwise silently leave a deviation undeclared."""
+    try:
+        contract.validate_clause_ids(entries, origin)
+    except contract.ContractError as exc:
+        raise LoadError(str(exc)) from None
 
 
 def from_object(obj, *, spec: str | None = None, module=None, device: str = "cpu") -> Candidate:
-    """A :class:`Candidate` from a module or object exposing protocol operations as attributes."""
+    """A :class:`Candidate` from a module or object exposing protocol operations as attributes.
+
+    Its declarations are validated here, once: an unknown ``RLSPEC_*`` name or convention key, a value
+    the contract does not allow, or an xfail id that names no clause raises :class:`LoadError` with
+    one line that names it and says what is allowed."""
     module = module if module is not None else obj
     spec = spec or getattr(obj, "__name__", type(obj).__name__)
     operations = {name: getattr(obj, name) for name in OPERATIONS if callable(getattr(obj, name, None))}
     declared = lambda key, default: getattr(obj, key, getattr(module, key, default))
-    array = declared("RLSPEC_ARRAY", "numpy")
-    if array not in ARRAY_KINDS:
-        raise LoadError(f"candidate {spec!r} declares RLSPEC_ARRAY = {array!r}; expected one of {', '.join(ARRAY_KINDS)}")
-    precision = declared("RLSPEC_PRECISION", None)
-    if precision not in (None, "float64", "float32", "float16", "bfloat16"):
-        raise LoadError(f"candidate {spec!r} declares RLSPEC_PRECISION = {precision!r}; expected float64 or float32")
-    flags = declared("RLSPEC_FLAGS", "bool")
-    if flags not in ("bool", "float"):
-        raise LoadError(f"candidate {spec!r} declares RLSPEC_FLAGS = {flags!r}; expected 'bool' or 'float'")
-    xfail = {**_adapter_xfail(module), **dict(declared("RLSPEC_XFAIL", {}) or {})}
+    try:
+        contract.validate_declared_names({n for n in dir(obj) if n.startswith("RLSPEC_")}
+                                         | {n for n in dir(module) if n.startswith("RLSPEC_")})
+        array = contract.validate_declaration("RLSPEC_ARRAY", declared("RLSPEC_ARRAY", "numpy"))
+        precision = declared("RLSPEC_PRECISION", None)
+        if precision is not None:
+            contract.validate_declaration("RLSPEC_PRECISION", precision)
+        flags = contract.validate_declaration("RLSPEC_FLAGS", declared("RLSPEC_FLAGS", "bool"))
+        conventions = contract.validate_conventions(declared("RLSPEC_CONVENTIONS", {}) or {})
+    except contract.ContractError as exc:
+        raise LoadError(f"candidate {spec!r}: {exc}") from None
+    own_xfail = declared("RLSPEC_XFAIL", {}) or {}
+    if not isinstance(own_xfail, dict):
+        raise LoadError(f"candidate {spec!r}: RLSPEC_XFAIL is {type(own_xfail).__name__}; expected a dict of clause id -> reason")
+    own_xfail = {str(k).upper(): str(v) for k, v in own_xfail.items()}
+    check_xfail_ids(own_xfail, f"candidate {spec!r}: RLSPEC_XFAIL")
+    xfail = {**_adapter_xfail(module), **own_xfail}
     if device != "cpu" and array != "torch":
         raise LoadError(f"--device {device} needs a torch candidate (RLSPEC_ARRAY = 'torch'); {spec!r} uses {array}")
     return Candidate(
@@ -139,8 +161,8 @@ def from_object(obj, *, spec: str | None = None, module=None, device: str = "cpu
         array=array,
         precision=None if precision == "float64" else precision,
         flags=flags,
-        conventions=dict(declared("RLSPEC_CONVENTIONS", {}) or {}),
-        xfail={str(k).upper(): str(v) for k, v in xfail.items()},
+        conventions=conventions,
+        xfail=xfail,
         version=str(declared("RLSPEC_VERSION", declared("__version__", ""))),
         device=device,
     )

@@ -29,8 +29,10 @@ import sys
 import time
 from pathlib import Path
 
+from ..spec import contract
+
 SCHEMA = 1
-PACKAGE = "rlspec.checks.adapters"
+PACKAGE = f"{__package__}.adapters"
 SYMBOLS = {"pass": "pass", "fail": "**FAIL**", "error": "**error**", "xfail": "xfail", "skip": "skip", "not-provided": "–"}
 
 
@@ -84,22 +86,11 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
             "variant": spec.partition(":")[2] or None,
             "description": " ".join(variant_doc.split()),
             "version": candidate.version,
-            "conventions": {k: _plain(v) for k, v in candidate.conventions.items()},
+            "conventions": contract.plain(candidate.conventions),
             "xfail": candidate.xfail,
             "run": run.to_json(),
         })
     return {**report, "available": True, "seconds": round(time.perf_counter() - started, 1), "candidates": candidates}
-
-
-def _plain(value):
-    """Conventions as JSON: tuples become lists, anything exotic its repr."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return repr(value)
 
 
 def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:

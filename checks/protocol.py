@@ -1,4 +1,6 @@
-"""The candidate protocol: which operations exist, how the suite calls them, what counts as unusable.
+"""The candidate protocol: how the suite calls a candidate's operations and what counts as unusable.
+
+Which operations exist, and their signatures and meanings, is the contract's (``rlspec.spec.contract``).
 
 Every call to candidate code goes through :func:`call`, which converts the suite's numpy arrays to
 the candidate's array kind, hands the candidate copies, captures what it prints, notices if it
@@ -20,156 +22,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..spec import contract
 
-@dataclass(frozen=True)
-class Operation:
-    name: str
-    signature: str
-    meaning: str
-
-
-OPERATIONS: dict[str, Operation] = {
-    op.name: op
-    for op in [
-        Operation(
-            "gae",
-            "(rewards, values, next_values, terminated, truncated, gamma, lam) -> (advantages, returns)",
-            "time-major (T,) or (T, N); terminated[t]: s_{t+1} is terminal (no bootstrap); truncated[t]: a time "
-            "limit cut the episode after step t (bootstrap from next_values[t], trace ends); next_values[t] = V of "
-            "the real next observation; the last step bootstraps from next_values[T-1] unless terminated; "
-            "returns = advantages + values; flags are bool arrays",
-        ),
-        Operation("rewards_to_go", "(rewards, gamma) -> returns", "one episode, (T,)"),
-        Operation("reinforce_loss", "(logp, returns, baseline=None) -> loss", "torch scalar; minimising it ascends J"),
-        Operation(
-            "actor_critic_losses",
-            "(logp, values, next_values, rewards, terminated, gamma) -> (actor_loss, critic_loss)",
-            "one-step TD actor-critic",
-        ),
-        Operation(
-            "ppo_clip_loss",
-            "(logp_new, logp_old, advantages, clip_eps) -> loss",
-            "torch scalar, mean over samples, differentiable in logp_new",
-        ),
-        Operation(
-            "ppo_value_loss",
-            "(values, returns, old_values=None, clip_eps=None) -> loss",
-            "squared error; clipped variant when both optional args are given",
-        ),
-        Operation("normalize_advantages", "(advantages) -> advantages", "batch mean 0, std 1"),
-        Operation(
-            "ppo_entropy_loss",
-            "(entropy, coef) -> loss",
-            "torch scalar -coef * mean(entropy), the entropy bonus as a term of the minimised loss; entropy (B,) "
-            "per-sample H or its estimate -log pi(a|s)",
-        ),
-        Operation(
-            "ppo_update",
-            "(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config) -> diagnostics",
-            "one PPO update (torch) on a stored batch: epochs of shuffled minibatches, one optimizer.step() each on "
-            "clip loss + vf_coef value loss + entropy bonus, gradient clipped to one global norm, early stop on the "
-            "k3 approximate KL; policy(obs) -> (dist, values), policy.evaluate_actions(obs, actions) -> "
-            "(values, log_prob, entropy); config keys clip_eps, epochs, minibatch_size, vf_coef, ent_coef, "
-            "max_grad_norm, target_kl (None: no stop), normalize_advantages, seed; returns a dict: ratios and "
-            "indices of the first minibatch before any step, approx_kl (each value the stop rule compared), epochs",
-        ),
-        Operation(
-            "kl_estimate",
-            "(logp_sampler, logp_other, kind) -> per-sample estimates",
-            "estimates KL(sampler||other) from samples of the sampler; kind in {k1, k2, k3}",
-        ),
-        Operation(
-            "kl_coefficient_update",
-            "(beta, kl, target) -> beta",
-            "adaptive KL-penalty coefficient: 2 beta if kl > 1.5 target, beta / 2 if kl < target / 1.5, else beta "
-            "(scalars; factor and threshold are declared conventions)",
-        ),
-        Operation("conjugate_gradient", "(matvec, b, iters, tol) -> x", "solves A x = b for SPD A"),
-        Operation("natural_step", "(grad, fvp, max_kl, cg_iters) -> step", "step ~ F^-1 g with 0.5 step' F step = max_kl"),
-        Operation(
-            "line_search",
-            "(surrogate, kl, x0, fullstep, max_kl, max_backtracks) -> x",
-            "first x0 + 0.5^k fullstep with surrogate(x) > surrogate(x0) and kl(x) <= max_kl, else x0",
-        ),
-        Operation(
-            "fisher_vector_product",
-            "(policy, params, v) -> Fv",
-            "torch: (F + damping I) v with F the Hessian at theta = params of mean_b KL(policy(params)_b || "
-            "policy(theta)_b), the Fisher matrix; policy(theta) -> torch Distribution with batch shape (B,); params, "
-            "v (P,); damping a declared convention (default 0)",
-        ),
-        Operation(
-            "trpo_update",
-            "(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks) -> params",
-            "torch: one TRPO step from params with pi_old = policy(params): natural_step on the gradient of "
-            "L(theta) = mean_b exp(log pi_theta(a_b) - log pi_old(a_b)) A_b with the Fisher of the mean KL, then the "
-            "line_search rule with kl = mean_b KL(pi_old || pi_theta); returns the new params (P,)",
-        ),
-        Operation("diag_gaussian_log_prob", "(mean, log_std, action) -> log_prob", "(B, D) -> (B,), sum over dims"),
-        Operation(
-            "diag_gaussian_entropy",
-            "(log_std) -> entropy",
-            "(B, D) -> (B,): entropy of the diagonal Gaussian, sum over dims of 1/2 log(2 pi e) + log_std",
-        ),
-        Operation(
-            "tanh_gaussian_log_prob",
-            "(mean, log_std, pre_tanh) -> log_prob",
-            "(B, D) -> (B,): log-density of a = tanh(u) at u = pre_tanh, Jacobian included",
-        ),
-        Operation(
-            "scaled_tanh_gaussian_log_prob",
-            "(mean, log_std, pre_tanh, low, high) -> log_prob",
-            "(B, D) -> (B,): log-density of a = low + (high - low)(tanh(u) + 1)/2 at u = pre_tanh; low < high (D,)",
-        ),
-        Operation("train_ppo", "(env, iterations, seed) -> episode returns", "end-to-end trainer on the gridworld"),
-        # RLHF: one response per row of a (B, L) batch; mask[b, t] is True on the response's real tokens
-        # (padding, prompt and interior tool/observation tokens are False). Values at masked positions
-        # are garbage the candidate must ignore; outputs there are not compared.
-        Operation(
-            "token_gae",
-            "(rewards, values, mask, gamma, lam) -> (advantages, returns)",
-            "(B, L) rows: the last real token of a row is terminal (no bootstrap); masked positions are skipped "
-            "(no discount step, their rewards and values ignored); raw advantages (not whitened); returns = "
-            "advantages + values at real tokens",
-        ),
-        Operation(
-            "assemble_rewards",
-            "(scores, kl, mask, kl_coef) -> rewards",
-            "scores (B,), kl (B, L) per-token KL estimate -> (B, L): -kl_coef * kl on every real token plus the score "
-            "on the row's last real token",
-        ),
-        Operation(
-            "group_advantages",
-            "(scores, groups, kind) -> advantages",
-            "scores (N,) (NaN: unscorable), groups (N,) int ids -> (N,); kind 'grpo' (r - group mean) / (group std + "
-            "eps), 'rloo' r - mean of the group's other members, 'mean' r - group mean; ddof, eps and the singleton "
-            "group's advantage are declared conventions; NaN scores are left out of group statistics",
-        ),
-        Operation(
-            "aggregate_loss",
-            "(per_token_loss, mask, mode, num_tokens=None, norm_length=None) -> loss",
-            "(B, L) -> torch scalar; mode 'token-mean' (sum over real tokens / num_tokens, default the batch's real-"
-            "token count), 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm' (sum / (B * "
-            "norm_length), norm_length default L)",
-        ),
-        Operation(
-            "token_ppo_loss",
-            "(logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None) -> loss",
-            "(B, L) -> torch scalar: the sum over real tokens of -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A), "
-            "r = exp(logp_new - logp_old); dual_clip c > 1 caps the loss at -c A where A < 0; differentiable in "
-            "logp_new",
-        ),
-        Operation(
-            "kl_penalty",
-            "(logp, logp_ref, kind, logp_old=None) -> kl",
-            "(B, L) -> (B, L) per-token estimate of KL(pi || pi_ref), differentiable in logp (the current policy); "
-            "kind k1, k2, k3 or a straight-through k1+, k2+, k3+ (value of the named estimator, gradient of k2); "
-            "logp_old: the sampling policy's log-probs when the tokens were drawn off-policy (None: from pi itself)",
-        ),
-    ]
-}
-
-ARRAY_KINDS = ("numpy", "torch", "jax")
+# The operations, their signatures, array kinds and meanings are the contract's (spec/contract/*.toml).
+OPERATIONS: dict[str, contract.Operation] = contract.operations()
+ARRAY_KINDS: tuple[str, ...] = contract.declarations()["RLSPEC_ARRAY"].allowed
 
 
 class CandidateError(Exception):
@@ -195,6 +52,14 @@ class Candidate:
     xfail: dict[str, str] = field(default_factory=dict)  # clause id -> reason
     version: str = ""
     device: str = "cpu"
+
+    def __post_init__(self):
+        # Declarations are validated when a candidate is made, however it is made (the loader adds the
+        # candidate's name to the message): an unknown key or a value the contract does not allow raises
+        # contract.ContractError, never a silent default.
+        self.conventions = contract.validate_conventions(self.conventions)
+        self.xfail = {str(k).upper(): str(v) for k, v in self.xfail.items()}
+        contract.validate_clause_ids(self.xfail, "RLSPEC_XFAIL")
 
     def provides(self, operation: str) -> bool:
         return operation in self.operations

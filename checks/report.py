@@ -12,8 +12,12 @@ from ..spec import catalogue
 WIDTH_ID = 42
 
 
-def header(candidate: str, profile: str, seed: int, dtype: str, device: str) -> str:
-    return f"rlspec {VERSION} · candidate {candidate} · profile {profile} · seed {seed} · {dtype} · {device}"
+def header(candidate: str, profile: str, seed: int, dtype: str, device: str, conventions: dict | None = None) -> str:
+    """The first line of the table; the candidate's declared conventions follow it, if it declares any."""
+    line = f"rlspec {VERSION} · candidate {candidate} · profile {profile} · seed {seed} · {dtype} · {device}"
+    if conventions:
+        line += "\n  conventions: " + ", ".join(f"{key} = {value!r}" for key, value in conventions.items())
+    return line
 
 
 def _operation(result: ClauseResult) -> str:

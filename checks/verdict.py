@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import protocol
-from ..spec import catalogue
+from ..spec import catalogue, contract
 from .assertions import ClauseFailure
 from .protocol import Candidate, CandidateError, NotProvided
 
@@ -50,6 +50,7 @@ class ClauseResult:
     replay: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    conventions: dict[str, Any] = field(default_factory=dict)  # the conventions the checks read, in force
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -64,6 +65,8 @@ class ClauseResult:
                 data[key] = getattr(self, key)
         if self.notes:
             data["notes"] = self.notes
+        if self.conventions:
+            data["conventions"] = contract.plain(self.conventions)
         data["seconds"] = round(self.seconds, 4)
         return data
 
@@ -78,7 +81,39 @@ class Context:
         self.seed = seed
         self.dtype = np.dtype(dtype)
         self.notes: list[str] = []
+        self.conventions: dict[str, Any] = {}  # the conventions this clause's checks read, with their values in force
         self._repeated: set[str] = set()
+
+    def convention(self, key: str):
+        """The value of convention ``key`` in force: the candidate's declaration (validated at load) or the
+        contract's default. The one way checks read conventions (spec/contract/*.toml defines them)."""
+        value = self.candidate.conventions.get(key, contract.convention(key).default)
+        self.conventions[key] = value
+        return value
+
+    def default(self, key: str):
+        """The contract's default for ``key`` (e.g. to say in a message that a declared value differs)."""
+        return contract.convention(key).default
+
+    def provided(self, key: str, *needed: str) -> tuple[str, ...]:
+        """A subset convention (kinds or modes the candidate provides): those of ``needed`` (default: every
+        allowed value) that it declares, in the contract's order. None of them: :class:`NotProvided`, as for
+        a missing operation. A candidate that declares fewer than all is judged on those, and the verdict
+        says so in a note."""
+        spec = contract.convention(key)
+        declared = self.convention(key)
+        wanted = needed or spec.allowed
+        kinds = tuple(k for k in wanted if k in declared)
+        if not kinds:
+            raise NotProvided(f"the candidate declares {key} {', '.join(declared)}: no {' or '.join(wanted)}")
+        if declared != spec.allowed:
+            self.note(f"judged on the declared {spec.noun} {', '.join(declared)} only ({key})")
+        return kinds
+
+    def note(self, text: str) -> None:
+        """Add a note to the verdict (once)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     @property
     def u(self) -> float:
@@ -194,6 +229,7 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
         result.status, result.message = _unexpected(exc)
     result.seconds = time.perf_counter() - start
     result.notes = context.notes
+    result.conventions = context.conventions
     return result
 
 

@@ -88,12 +88,10 @@ def test_xfail_file_turns_a_declared_failure_into_xfail(capsys, tmp_path):
     xfail.write_text(
         "GAE-TRUNCATION-BOOTSTRAP  # https://example.org/issue/1 truncation is terminal by design\n"
         "GAE-SEED-EXAMPLE-TRUNCATED  # same\n"
-        "GAE-NO-SUCH-CLAUSE  # typo\n"
     )
     code, out, _ = run(capsys, "check", "--candidate", TRUNCATION_MUTANT,
                        "--only", "GAE-TRUNCATION-BOOTSTRAP,GAE-SEED-EXAMPLE-TRUNCATED", "--xfail", str(xfail))
-    assert code == 0
-    assert "xfail" in out and "warning: xfail entry GAE-NO-SUCH-CLAUSE matches no clause" in out
+    assert code == 0 and "xfail" in out
 
 
 def test_xfail_entry_that_conforms_is_reported(capsys, tmp_path):

@@ -15,6 +15,7 @@ from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import grpo as checks
 from rlspec.checks.protocol import Candidate
 from rlspec.reference import grpo as ref
+from rlspec.spec.contract import ContractError
 from rlspec.spec.proofs import PROVED, REFUTED
 from rlspec.spec.proofs import grpo as proofs
 
@@ -243,8 +244,8 @@ def test_singleton_declared_by_kind():
     one_value = candidate({"group_singleton": "score"}, group_advantages=mixed)
     result = run_conformance(one_value, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"]
     assert result.status == "fail" and "kind 'rloo'" in result.cause
-    bad = candidate({"group_singleton": {"ppo": "score"}})
-    assert run_conformance(bad, clauses="GROUP-SINGLETON")["GROUP-SINGLETON"].status == "error"
+    with pytest.raises(ContractError, match="group_singleton takes 'zero' or 'score', or a table from kinds grpo, rloo, mean"):
+        candidate({"group_singleton": {"ppo": "score"}})
 
 
 def test_declared_ddof_and_eps_are_checked_exactly():
@@ -264,12 +265,11 @@ def test_trl_epsilon_undeclared_is_named():
     assert result.status == "fail" and "epsilon is 0.0001" in result.cause
 
 
-def test_bad_declarations_are_errors():
-    for conventions in ({"group_std_ddof": 2}, {"group_std_eps": 0.0}, {"group_singleton": "nan"}, {"group_unscorable": 0}):
-        result = run_conformance(candidate(conventions), clauses="GROUP-GRPO-VALUES")["GROUP-GRPO-VALUES"]
-        assert result.status == "error" and next(iter(conventions)) in result.message
-    result = run_conformance(candidate({"kl_penalty_off_policy": "ignored"}), clauses="KL-PENALTY-VALUES")["KL-PENALTY-VALUES"]
-    assert result.status == "error" and "kl_penalty_off_policy" in result.message
+def test_bad_declarations_are_refused():
+    for conventions in ({"group_std_ddof": 2}, {"group_std_eps": 0.0}, {"group_singleton": "nan"}, {"group_unscorable": 0},
+                        {"kl_penalty_off_policy": "ignored"}):
+        with pytest.raises(ContractError, match=f"{next(iter(conventions))} takes "):
+            candidate(conventions)
 
 
 def test_on_policy_only_declaration_fails_the_off_policy_clause_by_declaration():
@@ -322,6 +322,6 @@ def test_declared_penalty_kinds_judge_what_the_candidate_has():
 
 
 @pytest.mark.parametrize("declared", ["k3", [], ["k3", "k4"]])
-def test_malformed_penalty_kinds_are_an_error(declared):
-    run = run_conformance(candidate({"kl_penalty_kinds": declared}), clauses="KL-PENALTY-VALUES")
-    assert run["KL-PENALTY-VALUES"].status == "error" and "kl_penalty_kinds" in run["KL-PENALTY-VALUES"].message
+def test_malformed_penalty_kinds_are_refused(declared):
+    with pytest.raises(ContractError, match="kl_penalty_kinds takes a non-empty list of 'k1', 'k2', 'k3', 'k1\\+'"):
+        candidate({"kl_penalty_kinds": declared})

@@ -112,7 +112,7 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     fake.__file__ = str(tmp_path / "fakelib.py")  # no fakelib.xfail beside it
     fake.gae = reference.operations["gae"]
     fake.RLSPEC_VERSION = "fakelib 1.2"
-    fake.RLSPEC_CONVENTIONS = {"bounds": (0, 1)}
+    fake.RLSPEC_CONVENTIONS = {"kl_estimate_kinds": ("k3", "k1")}
     fake.terminal = types.SimpleNamespace(__doc__="the  truncation-as-terminal\n mutant", gae=mutant.operations["gae"])
     fake.VARIANTS = ("terminal",)
     fake.RLSPEC_NOTE = "fakelib  removed its\n value loss"  # shown next to the adapter in the matrix
@@ -121,7 +121,7 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     assert report["available"] is True
     base, variant = report["candidates"]
     assert (base["candidate"], variant["candidate"], variant["variant"]) == ("fakelib", "fakelib:terminal", "terminal")
-    assert base["version"] == "fakelib 1.2" and base["conventions"] == {"bounds": [0, 1]}
+    assert base["version"] == "fakelib 1.2" and base["conventions"] == {"kl_estimate_kinds": ["k1", "k3"]}
     assert variant["description"] == "the truncation-as-terminal mutant"
     assert base["description"] == "fakelib removed its value loss"
     text = matrix.render(matrix.merge([report], profile="quick", seed=0))

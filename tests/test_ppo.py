@@ -12,6 +12,7 @@ import torch
 
 from rlspec.checks import run_conformance
 from rlspec.checks.clauses import ppo as checks
+from rlspec.checks.loader import LoadError
 from rlspec.reference import ppo as ref
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def test_reference_update_stops_on_kl():
 
 
 def test_derivative_bounds_widen_only_at_kinks():
-    conv = checks.Conventions(**checks.DEFAULTS)
+    conv = checks.ClipRange()
     r, A = np.array([0.5, 0.8, 1.0, 1.2, 1.5]), np.array([2.0] * 5)
     lo, hi = checks.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
     assert lo.tolist() == [1.0, 0.0, 2.0, 0.0, 0.0]
@@ -157,7 +158,7 @@ def test_derivative_bounds_widen_only_at_kinks():
 
 
 def test_dual_clip_objective():
-    conv = checks.Conventions(**{**checks.DEFAULTS, "dual_clip": 3.0})
+    conv = checks.ClipRange(dual_clip=3.0)
     r, A = np.array([10.0, 2.0, 10.0]), np.array([-2.0, -2.0, 2.0])
     assert checks.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
 
@@ -172,11 +173,11 @@ class Module:
         self.__dict__.update(attributes)
 
 
-def test_unknown_convention_is_an_error_not_a_failure():
+def test_a_convention_value_outside_the_contract_is_a_load_error_not_a_failure():
     candidate = Module(RLSPEC_ARRAY="torch", RLSPEC_CONVENTIONS={"advantage_std_ddof": 2},
                        normalize_advantages=lambda advantages: advantages)
-    result = run_conformance(candidate, clauses="PPO-ADVANTAGE-NORMALISATION")["PPO-ADVANTAGE-NORMALISATION"]
-    assert result.status == "error" and "advantage_std_ddof" in result.message
+    with pytest.raises(LoadError, match=r"advantage_std_ddof'\] = 2 is not allowed; advantage_std_ddof takes 1 or 0"):
+        run_conformance(candidate, clauses="PPO-ADVANTAGE-NORMALISATION")
 
 
 def good_update(**kwargs):
@@ -265,11 +266,10 @@ def test_linear_actor_critic_rejects_unknown_kinds():
 
 
 @pytest.mark.parametrize("declared", [{"value_loss_factor": "half"}, {"dual_clip": "yes"}, {"kl_stop": "sometimes"}])
-def test_malformed_conventions_are_errors(declared):
+def test_malformed_conventions_are_load_errors(declared):
     candidate = Module(RLSPEC_CONVENTIONS=declared, ppo_value_loss=ref.ppo_value_loss, ppo_clip_loss=ref.ppo_clip_loss)
-    run = run_conformance(candidate, clauses="PPO-VALUE-LOSS,PPO-CLIP-LOSS-VALUE")
-    assert {r.status for r in run.results} == {"error"}
-    assert all(next(iter(declared)) in r.message for r in run.results)
+    with pytest.raises(LoadError, match=f"{next(iter(declared))} takes "):
+        run_conformance(candidate, clauses="PPO-VALUE-LOSS,PPO-CLIP-LOSS-VALUE")
 
 
 def test_a_loss_whose_graph_was_already_used_is_an_error():

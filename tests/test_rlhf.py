@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import rlhf as checks
+from rlspec.checks.loader import LoadError
 from rlspec.reference import rlhf as ref
+from rlspec.spec.contract import ContractError
 from rlspec.spec.proofs import PROOFS, PROVED, REFUTED
 from rlspec.spec.proofs import rlhf as proofs
 
@@ -257,9 +259,9 @@ def _candidate(tmp_path, name, conventions, aggregate_body="return ref.aggregate
 
 @pytest.mark.parametrize("conventions, clause", [({"log_ratio_clamp": -1.0}, "RLHF-PPO-LOG-RATIO-CLAMP"),
                                                  ({"seq_mean_token_mean_eps": "tiny"}, "RLHF-AGG-KNOWN-ANSWER")])
-def test_invalid_conventions_are_errors(tmp_path, conventions, clause):
-    result = run_conformance(_candidate(tmp_path, "bad", conventions), clauses=[clause])[clause]
-    assert result.status == "error" and next(iter(conventions)) in result.message
+def test_invalid_conventions_are_load_errors(tmp_path, conventions, clause):
+    with pytest.raises(LoadError, match=f"{next(iter(conventions))} takes "):
+        run_conformance(_candidate(tmp_path, "bad", conventions), clauses=[clause])
 
 
 @pytest.mark.parametrize("declared, used, ok", [(1e-8, 1e-8, True), (1e-3, 1e-3, True), (0.0, 1e-3, False)])
@@ -305,6 +307,6 @@ def test_a_clause_about_a_mode_not_declared_is_not_provided():
 
 
 @pytest.mark.parametrize("declared", ["token-mean", [], ["token-mean", "token-sum"]])
-def test_malformed_modes_are_an_error(declared):
-    run = run_conformance(_two_mode_candidate({"aggregate_loss_modes": declared}), clauses="RLHF-AGG-KNOWN-ANSWER")
-    assert run["RLHF-AGG-KNOWN-ANSWER"].status == "error" and "aggregate_loss_modes" in run["RLHF-AGG-KNOWN-ANSWER"].message
+def test_malformed_modes_are_refused(declared):
+    with pytest.raises((ContractError, LoadError), match="aggregate_loss_modes takes a non-empty list of 'token-mean'"):
+        run_conformance(_two_mode_candidate({"aggregate_loss_modes": declared}), clauses="RLHF-AGG-KNOWN-ANSWER")

@@ -175,12 +175,12 @@ RLSPEC_CONVENTIONS = {
     # kl_penalty: the "+" kinds (unbiased_gradient=True) importance-weight the gradient by exp(logp - logp_old),
     # clipped at KL_IS_WEIGHT_CLIP = 10
     "kl_penalty_off_policy": "importance-weighted",
-    "kl_is_weight_clip": 10.0,  # informational
+    # kl_is_weight_clip: 10.0
     # kl_estimate: compute_approx_kl(log_probs=sampler, log_probs_base=other)
     "kl_estimate_arguments": "sampler, other",
-    # informational
-    "kl_estimate_clamp": (-10.0, 10.0),  # every estimator, after k3's log-ratio clamp at min -10
-    "kl_dtype": "float32",
+    # facts about the library that no clause judges (not conventions):
+    # kl_estimate_clamp: (-10.0, 10.0) (every estimator, after k3's log-ratio clamp at min -10)
+    # kl_dtype: "float32"
 }
 
 

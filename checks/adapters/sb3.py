@@ -78,11 +78,11 @@ RLSPEC_CONVENTIONS = {
     "advantage_normalization": "minibatch",
     "kl_stop": "minibatch",  # approx_kl (k3 of the stored samples) checked before the minibatch's step
     "kl_stop_factor": 1.5,  # stops when approx_kl > 1.5 target_kl
-    # informational (no clause reads these)
-    "value_clip_form": "clipped prediction only",  # values_pred = V_old + clamp(V - V_old): no max with the unclipped error
-    "truncation": "gamma V(terminal_observation) folded into the reward by collect_rollouts",
-    "squash_jacobian": "log(1 - tanh(u)^2 + 1e-6)",
-    "storage_dtype": "float32",
+    # facts about the library that no clause judges (not conventions):
+    # value_clip_form: "clipped prediction only" (values_pred = V_old + clamp(V - V_old): no max with the unclipped error)
+    # truncation: "gamma V(terminal_observation) folded into the reward by collect_rollouts"
+    # squash_jacobian: "log(1 - tanh(u)^2 + 1e-6)"
+    # storage_dtype: "float32"
 }
 
 

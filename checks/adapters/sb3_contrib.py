@@ -65,18 +65,18 @@ WRITTEN_AGAINST = "2.9.2"
 RLSPEC_VERSION = f"sb3-contrib {sb3_contrib.__version__}"
 RLSPEC_ARRAY = "numpy"  # trpo_update and fisher_vector_product receive torch from the suite
 RLSPEC_CONVENTIONS = {
-    "cg_initial_guess": "1e-4 randn (torch's global RNG; seeded 0 by the adapter)",
-    "cg_residual_tol": "squared",  # stops when r.r < residual_tol
+    # cg_initial_guess: "1e-4 randn (torch's global RNG; seeded 0 by the adapter)"
+    # cg_residual_tol: "squared" (stops when r.r < residual_tol)
     # TRPO.train() calls conjugate_gradient_solver with its default residual_tol=1e-10 (common/utils.py): the
     # natural step is only as accurate as |r| <= 1e-5 allows
     "natural_step_cg_tol": 1e-10,
     "damping": 0.1,  # cg_damping, added to the Fisher-vector product, also inside the step normalisation
     "backtrack_factor": 0.8,  # line_search_shrinking_factor
-    "line_search_kl": "strict",  # accept iff kl < max_kl (not <=) and surrogate(x) > surrogate(x0)
-    "line_search_expected_improvement": None,  # no accept-ratio test
-    "kl_direction": "KL(new || old)",  # kl_divergence(distribution, old_distribution) in TRPO.train()
+    # line_search_kl: "strict" (accept iff kl < max_kl (not <=) and surrogate(x) > surrogate(x0))
+    # line_search_expected_improvement: None (no accept-ratio test)
+    # kl_direction: "KL(new || old)" (kl_divergence(distribution, old_distribution) in TRPO.train())
     "advantage_std_ddof": 1,  # (A - mean) / (std + 1e-8) over the whole batch, once (normalize_advantage=True)
-    "trpo_update_advantages": "as given (the adapter sets normalize_advantage=False)",
+    # trpo_update_advantages: "as given (the adapter sets normalize_advantage=False)"
 }
 
 

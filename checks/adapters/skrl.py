@@ -96,19 +96,19 @@ RLSPEC_CONVENTIONS = {
     "advantage_normalization": "batch",  # the whole rollout (T x N), before the minibatches
     "kl_stop": "minibatch",  # kl_threshold (0 = off) checked before each minibatch's step; break leaves the minibatch loop only
     "kl_stop_factor": 1.0,
-    # informational (no clause reads these)
-    "value_clip_form": "clipped prediction only",  # value_clip = 0.2 by default
-    "value_loss_scale": 2.5,  # skrl's default critic coefficient
-    "time_limit_bootstrap": False,  # skrl's default: truncated steps are not bootstrapped and do not end the trace
-    "log_std_clamp": (-20.0, 2.0),  # GaussianMixin(clip_log_std=True) default
-    "storage_dtype": "float32",
+    # facts about the library that no clause judges (not conventions):
+    # value_clip_form: "clipped prediction only" (value_clip = 0.2 by default)
+    # value_loss_scale: 2.5 (skrl's default critic coefficient)
+    # time_limit_bootstrap: False (skrl's default: truncated steps are not bootstrapped and do not end the trace)
+    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default)
+    # storage_dtype: "float32"
     # TRPO.update(), agents/torch/trpo/trpo.py:435-544 (Gaussian policies only)
     "damping": 0.1,  # added to the Fisher-vector product, also inside the step normalisation
-    "cg_residual_tol": "squared",  # r.r < 1e-10
+    # cg_residual_tol: "squared" (r.r < 1e-10)
     "backtrack_factor": 0.5,  # step_fraction * 0.5**i
-    "line_search_kl": "strict",  # kl < max_kl_divergence
-    "line_search_accept_ratio": 0.5,  # (L - L_old) / expected_improvement > accept_ratio; the adapter's line_search runs 0
-    "kl_direction": "KL(old || new)",  # kl_divergence(policy_1=backup_policy, policy_2=policy)
+    # line_search_kl: "strict" (kl < max_kl_divergence)
+    # line_search_accept_ratio: 0.5 ((L - L_old) / expected_improvement > accept_ratio; the adapter's line_search runs 0)
+    # kl_direction: "KL(old || new)" (kl_divergence(policy_1=backup_policy, policy_2=policy))
 }
 
 
@@ -269,7 +269,7 @@ time_limit_bootstrap = SimpleNamespace(
     __doc__="skrl's PPO agent with time_limit_bootstrap=True: record_transition folds gamma V(next obs) into "
     "the reward of a truncated step and compute_gae ends the trace there.",
     gae=_gae_time_limit_bootstrap,
-    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "time_limit_bootstrap": True},
+    RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
 )
 VARIANTS = ("time_limit_bootstrap",)
 

@@ -67,7 +67,7 @@ RLSPEC_CONVENTIONS = {
     "advantage_normalization": "minibatch",  # inside _update_with_batch
     "damping": 0.1,  # NPG._damping: the MVP is (F + 0.1 I) v, and TRPO scales its step with it
     "backtrack_factor": 0.8,  # TRPO(backtrack_coeff=0.8)
-    "line_search_kl": "strict",  # accepts when kl < max_kl and the loss went down
+    # line_search_kl: "strict" (accepts when kl < max_kl and the loss went down)
 }
 
 

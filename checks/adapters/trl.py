@@ -108,12 +108,12 @@ RLSPEC_CONVENTIONS = {
     "kl_penalty_off_policy": "importance-weighted",  # k3+ (use_bias_correction_kl=True) multiplies by exp(logp - old)
     # classic ppo_clip_loss
     "dual_clip": None,  # GRPOConfig.delta defaults to None
-    # informational (no clause reads these)
-    "default_loss_type": "dapo",
-    "epsilon": 0.2,  # GRPOConfig default; epsilon_high defaults to epsilon
-    "beta": 0.0,  # GRPOConfig default: no KL term unless asked
     "kl_penalty_kinds": ("k3", "k3+"),  # the only kinds the adapter can drive (the others raise)
     "kl_estimate_kinds": ("k1", "k3"),
+    # facts about the library that no clause judges (not conventions):
+    # default_loss_type: "dapo"
+    # epsilon: 0.2 (GRPOConfig default; epsilon_high defaults to epsilon)
+    # beta: 0.0 (GRPOConfig default: no KL term unless asked)
 }
 # What the conformance matrix shows next to this adapter (checks/matrix.py renders it).
 RLSPEC_NOTE = (

@@ -49,12 +49,13 @@ from ..assertions import ClauseFailure, assert_close, matches
 from . import kl as klc
 from ..protocol import CandidateError
 from ..registry import check
+from ...spec import contract
 from ..tolerances import smallest_normal
 
 TINY = 1e-300
 U64 = 2.0**-53
-GROUP_KINDS = ("grpo", "rloo", "mean")
-KL_KINDS = ("k1", "k2", "k3", "k1+", "k2+", "k3+")
+GROUP_KINDS = contract.convention("group_singleton").kinds
+KL_KINDS = contract.convention("kl_penalty_kinds").allowed
 
 # ---------------------------------------------------------------------------------------------
 # group_advantages: conventions
@@ -62,35 +63,21 @@ KL_KINDS = ("k1", "k2", "k3", "k1+", "k2+", "k3+")
 
 @dataclass(frozen=True)
 class GroupConventions:
-    ddof: int = 1
-    eps: float = 1e-6
-    singleton: str | tuple = "zero"  # one value, or ((kind, value), ...) by kind
+    """The oracle's parameters: the declared group_std_ddof, group_std_eps, group_singleton and
+    group_unscorable (spec/contract/85_grpo.toml), or others for a diagnosis."""
+
+    ddof: int = contract.convention("group_std_ddof").default
+    eps: float = contract.convention("group_std_eps").default
+    singleton: str | tuple = contract.convention("group_singleton").default  # one value, or ((kind, value), ...) by kind
+    unscorable: str = contract.convention("group_unscorable").default
 
     def singleton_for(self, kind: str) -> str:
-        return self.singleton if isinstance(self.singleton, str) else dict(self.singleton).get(kind, "zero")
-    unscorable: str = "zero"
+        return contract.convention("group_singleton").by_kind(self.singleton, kind)
 
 
 def group_conventions(ctx) -> GroupConventions:
-    declared = ctx.candidate.conventions
-    ddof = declared.get("group_std_ddof", 1)
-    eps = declared.get("group_std_eps", 1e-6)
-    singleton = declared.get("group_singleton", "zero")
-    unscorable = declared.get("group_unscorable", "zero")
-    if isinstance(ddof, bool) or ddof not in (0, 1):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_ddof'] = {ddof!r}; expected 0 or 1")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['group_std_eps'] = {eps!r}; expected a number > 0 (added to the std)")
-    if isinstance(singleton, dict):
-        if not set(singleton) <= set(GROUP_KINDS) or not set(singleton.values()) <= {"zero", "score"}:
-            raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero', 'score' or a "
-                                 f"dict from kinds {GROUP_KINDS} to 'zero' or 'score'")
-        singleton = tuple(sorted(singleton.items()))
-    elif singleton not in ("zero", "score"):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['group_singleton'] = {singleton!r}; expected 'zero' or 'score' (or a dict by kind)")
-    if unscorable not in ("zero", "nan"):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['group_unscorable'] = {unscorable!r}; expected 'zero' or 'nan'")
-    return GroupConventions(int(ddof), float(eps), singleton, unscorable)
+    return GroupConventions(int(ctx.convention("group_std_ddof")), float(ctx.convention("group_std_eps")),
+                            ctx.convention("group_singleton"), ctx.convention("group_unscorable"))
 
 
 def describe_conventions(conv: GroupConventions) -> str:
@@ -565,31 +552,17 @@ def baseline_bias(ctx):
 # ---------------------------------------------------------------------------------------------
 # kl_penalty: calls, per-token formulas and tolerances
 
-OFF_POLICY = ("importance-weighted", "on-policy-only")
 ELEMENTARY = klc.ELEMENTARY
 
 
 def penalty_kinds(ctx) -> tuple[str, ...]:
-    """The kinds the candidate provides (RLSPEC_CONVENTIONS['kl_penalty_kinds'], default all six): a
-    library with only k3 (TRL) is judged on what it has, and the rest is said in the clause's notes."""
-    declared = ctx.candidate.conventions.get("kl_penalty_kinds", KL_KINDS)
-    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared \
-            or not set(declared) <= set(KL_KINDS):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_penalty_kinds'] = {declared!r}; expected a non-empty list of kinds "
-                             f"from {KL_KINDS}")
-    kinds = tuple(k for k in KL_KINDS if k in declared)
-    if kinds != KL_KINDS:
-        note = f"judged on the declared kinds {', '.join(kinds)} only (kl_penalty_kinds)"
-        if note not in ctx.notes:
-            ctx.notes.append(note)
-    return kinds
+    """The kinds the candidate provides (kl_penalty_kinds, default all six): a library with only k3 (TRL)
+    is judged on what it has, and the rest is said in the clause's notes."""
+    return ctx.provided("kl_penalty_kinds")
 
 
 def off_policy_convention(ctx) -> str:
-    value = ctx.candidate.conventions.get("kl_penalty_off_policy", "importance-weighted")
-    if value not in OFF_POLICY:
-        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_penalty_off_policy'] = {value!r}; expected one of {OFF_POLICY}")
-    return value
+    return ctx.convention("kl_penalty_off_policy")
 
 
 def _base(kind: str) -> str:

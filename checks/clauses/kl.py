@@ -21,11 +21,12 @@ from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
+from ...spec import contract
 from ..tolerances import smallest_normal
 
 TINY = 1e-300
 U64 = 2.0**-53
-KINDS = ("k1", "k2", "k3")
+KINDS = contract.convention("kl_estimate_kinds").allowed
 
 # PROBES P7: the sampler p and the other distribution q, with the published exact values.
 P7_P = np.array([0.2, 0.3, 0.5])
@@ -110,14 +111,9 @@ def kl_divergence(a, b) -> float:
 # ---------------------------------------------------------------------------------------------
 # calling the candidate under its declared argument order
 
-ORDERS = ("sampler, other", "other, sampler")
-
-
 def argument_order(ctx) -> str:
-    order = ctx.candidate.conventions.get("kl_estimate_arguments", "sampler, other")
-    if order not in ORDERS:
-        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_estimate_arguments'] = {order!r}; expected one of {ORDERS}")
-    return order
+    """kl_estimate_arguments: which argument receives the sampler's log-probabilities."""
+    return ctx.convention("kl_estimate_arguments")
 
 
 def rounded(x, dtype) -> np.ndarray:
@@ -218,21 +214,9 @@ def unbiased_check(ctx, kind: str):
 
 
 def estimate_kinds(ctx, *needed: str) -> tuple[str, ...]:
-    """The kinds the candidate provides (RLSPEC_CONVENTIONS['kl_estimate_kinds'], default k1, k2, k3), narrowed
-    to ``needed`` when given: a library without k2 (TRL) is judged on what it has; a clause about a kind it
-    lacks is not-provided, not a failure."""
-    declared = ctx.candidate.conventions.get("kl_estimate_kinds", KINDS)
-    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared or not set(declared) <= set(KINDS):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['kl_estimate_kinds'] = {declared!r}; expected a non-empty list of kinds from {KINDS}")
-    wanted = needed or KINDS
-    kinds = tuple(k for k in wanted if k in declared)
-    if not kinds:
-        raise NotProvided(f"the candidate declares kl_estimate_kinds {', '.join(declared)}: no {' or '.join(wanted)}")
-    if kinds != wanted:
-        note = f"judged on the declared kinds {', '.join(kinds)} only (kl_estimate_kinds)"
-        if note not in ctx.notes:
-            ctx.notes.append(note)
-    return kinds
+    """The kinds the candidate provides (kl_estimate_kinds), narrowed to ``needed`` when given: a library
+    without k2 (TRL) is judged on what it has; a clause about a kind it lacks is not-provided."""
+    return ctx.provided("kl_estimate_kinds", *needed)
 
 
 @check("KL-K1-UNBIASED")
@@ -378,12 +362,8 @@ def extreme_log_ratio(ctx):
 # the adaptive KL-penalty coefficient
 
 def adaptive_conventions(ctx) -> tuple[float, float]:
-    factor = ctx.candidate.conventions.get("kl_adaptive_factor", 2.0)
-    threshold = ctx.candidate.conventions.get("kl_adaptive_threshold", 1.5)
-    for name, value in (("kl_adaptive_factor", factor), ("kl_adaptive_threshold", threshold)):
-        if not isinstance(value, (int, float)) or not value > 1:
-            raise CandidateError(f"RLSPEC_CONVENTIONS[{name!r}] = {value!r}; expected a number > 1")
-    return float(factor), float(threshold)
+    """kl_adaptive_factor and kl_adaptive_threshold (both > 1, validated at load)."""
+    return float(ctx.convention("kl_adaptive_factor")), float(ctx.convention("kl_adaptive_threshold"))
 
 
 def _as_array(result):

@@ -43,33 +43,27 @@ U64 = 2.0**-53
 
 def reduction_scale(ctx, T: int) -> float:
     """``d loss / d (logp_t w_t)``: 1/T for the default mean reduction, 1 for a declared sum."""
-    reduction = ctx.candidate.conventions.get("pg_reduction", "mean")
-    if reduction not in ("mean", "sum"):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['pg_reduction'] = {reduction!r}; expected 'mean' or 'sum'")
-    return 1.0 / T if reduction == "mean" else 1.0
+    return 1.0 / T if ctx.convention("pg_reduction") == "mean" else 1.0
 
 
 def critic_factor(ctx) -> float:
-    """The declared factor on the squared TD error: 1.0 (default) or 0.5."""
-    factor = ctx.candidate.conventions.get("critic_loss_factor", 1.0)
-    if factor not in (1.0, 0.5):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['critic_loss_factor'] = {factor!r}; expected 1.0 or 0.5")
-    return float(factor)
+    """The declared factor on the squared TD error (critic_loss_factor)."""
+    return float(ctx.convention("critic_loss_factor"))
 
 
 def conventions_note(ctx) -> str:
-    reduction = ctx.candidate.conventions.get("pg_reduction", "mean")
-    return f" (declared reduction: {reduction})" if reduction != "mean" else ""
+    reduction = ctx.convention("pg_reduction")
+    return "" if reduction == ctx.default("pg_reduction") else f" (declared reduction: {reduction})"
 
 
 def reduced(ctx) -> str:
     """How the formulas in messages write the reduction: ``mean_t`` or ``sum_t``."""
-    return "sum_t" if ctx.candidate.conventions.get("pg_reduction", "mean") == "sum" else "mean_t"
+    return f"{ctx.convention('pg_reduction')}_t"
 
 
 def per_sample(ctx) -> str:
     """The per-sample factor of the reduction in messages: ``/ T`` or nothing."""
-    return "" if ctx.candidate.conventions.get("pg_reduction", "mean") == "sum" else " / T"
+    return " / T" if ctx.convention("pg_reduction") == "mean" else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,36 +65,34 @@ TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a rel
 # ---------------------------------------------------------------------------------------------
 # conventions
 
-DEFAULTS = {
-    "dual_clip": None,
-    "clip_eps_high": None,
-    "value_loss_factor": 1.0,
-    "advantage_std_ddof": 1,
-    "advantage_eps": 1e-8,
-    "advantage_eps_form": "std",
-    "advantage_normalization": "batch",
-    "kl_stop": "epoch",
-    "kl_stop_factor": 1.0,
-}
-CHOICES = {
-    "advantage_std_ddof": (0, 1),
-    "advantage_eps_form": ("std", "var", "clamp"),
-    "advantage_normalization": ("batch", "minibatch"),
-    "kl_stop": ("epoch", "minibatch"),
-}
+class Conventions:
+    """The PPO conventions in force (spec/contract/30_ppo.toml), each read through ``ctx.convention``
+    when first used, so a verdict lists the conventions it depends on. ``but(key=value)`` is the same
+    with some replaced (a diagnosis trying the other ddof)."""
+
+    def __init__(self, ctx, **replaced):
+        self._ctx, self._replaced = ctx, replaced
+
+    def __getattr__(self, key: str):
+        if key.startswith("_"):
+            raise AttributeError(key)
+        return self._replaced[key] if key in self._replaced else self._ctx.convention(key)
+
+    def but(self, **replaced) -> "Conventions":
+        return Conventions(self._ctx, **{**self._replaced, **replaced})
+
+
+def conventions(ctx) -> Conventions:
+    """The candidate's PPO conventions (validated at load against the contract)."""
+    return Conventions(ctx)
 
 
 @dataclass(frozen=True)
-class Conventions:
-    dual_clip: float | None
-    clip_eps_high: float | None
-    value_loss_factor: float
-    advantage_std_ddof: int
-    advantage_eps: float
-    advantage_eps_form: str
-    advantage_normalization: str
-    kl_stop: str
-    kl_stop_factor: float
+class ClipRange:
+    """The shape of the clipped objective: the range [1 - eps, 1 + eps_high] and the dual-clip floor c A."""
+
+    dual_clip: float | None = None
+    clip_eps_high: float | None = None
 
     def bounds(self, clip_eps: float) -> tuple[float, float]:
         """The clip range [1 - eps, 1 + eps_high]."""
@@ -102,31 +100,15 @@ class Conventions:
         return 1.0 - clip_eps, 1.0 + high
 
 
-def conventions(ctx) -> Conventions:
-    """The candidate's declared PPO conventions over the defaults; an unknown value is unusable."""
-    declared = {k: v for k, v in ctx.candidate.conventions.items() if k in DEFAULTS}
-    values = {**DEFAULTS, **declared}
-    for key, allowed in CHOICES.items():
-        if values[key] not in allowed:
-            raise CandidateError(f"RLSPEC_CONVENTIONS[{key!r}] = {values[key]!r}; expected one of {allowed}")
-    for key in ("value_loss_factor", "advantage_eps", "kl_stop_factor"):
-        if not (isinstance(values[key], (int, float)) and values[key] >= 0):
-            raise CandidateError(f"RLSPEC_CONVENTIONS[{key!r}] = {values[key]!r}; expected a number >= 0")
-    for key in ("dual_clip", "clip_eps_high"):
-        if values[key] is not None and not isinstance(values[key], (int, float)):
-            raise CandidateError(f"RLSPEC_CONVENTIONS[{key!r}] = {values[key]!r}; expected a number or None")
-    return Conventions(**values)
-
-
-def clip_conventions(ctx) -> Conventions:
+def clip_conventions(ctx) -> ClipRange:
     """The conventions of the clipped loss. A declared dual clip c <= 1 is a defect, not a choice:
     c A lies above the clipped objective for every A < 0, so every negative-advantage sample
     would be constant (bugs.md C5)."""
-    conv = conventions(ctx)
+    conv = ClipRange(ctx.convention("dual_clip"), ctx.convention("clip_eps_high"))
     if conv.dual_clip is not None and conv.dual_clip <= 1.0:
         raise ClauseFailure(
             f"the candidate declares dual_clip = {conv.dual_clip}, but a dual-clip constant must exceed 1",
-            call=f"RLSPEC_CONVENTIONS = {ctx.candidate.conventions!r}",
+            call=f"RLSPEC_CONVENTIONS = {{'dual_clip': {conv.dual_clip!r}}}",
             cause="with c <= 1 the floor c A is above min(r A, clip(r) A) for every A < 0: every negative-advantage "
             "sample becomes a constant with zero gradient (bugs.md C5)",
         )
@@ -142,7 +124,7 @@ def _rounded(values, dtype) -> np.ndarray:
 # the clipped surrogate: formulas (float64, on the candidate's exact inputs) and tolerances
 
 
-def clip_objective(r, A, clip_eps, conv: Conventions):
+def clip_objective(r, A, clip_eps, conv: ClipRange):
     """Per-sample objective min(r A, clip(r, lo, hi) A), floored at c A for A < 0 under a dual clip."""
     lo, hi = conv.bounds(clip_eps)
     objective = np.minimum(r * A, np.clip(r, lo, hi) * A)
@@ -151,7 +133,7 @@ def clip_objective(r, A, clip_eps, conv: Conventions):
     return objective
 
 
-def _live(r, A, clip_eps, conv: Conventions):
+def _live(r, A, clip_eps, conv: ClipRange):
     """Where d objective / d log r = r A (else 0), for ratios strictly away from every kink."""
     lo, hi = conv.bounds(clip_eps)
     negative_live = r > lo
@@ -160,7 +142,7 @@ def _live(r, A, clip_eps, conv: Conventions):
     return np.where(A > 0, r < hi, np.where(A < 0, negative_live, False))
 
 
-def log_derivative_bounds(r, A, clip_eps, conv: Conventions, rel):
+def log_derivative_bounds(r, A, clip_eps, conv: ClipRange, rel):
     """[lo, hi] for d objective / d log r at each sample.
 
     Away from the kinks it is r A (live) or 0 (clipped). At a clip boundary or the dual-clip
@@ -646,7 +628,7 @@ def check_normalisation(ctx, advantages, what):
     ddof = conv.advantage_std_ddof
 
     def diagnose(actual):
-        other = replace(conv, advantage_std_ddof=1 - ddof)
+        other = conv.but(advantage_std_ddof=1 - ddof)
         wrong, _ = normalised(A, other)
         tol = normalisation_tolerance(A, other, call.unit_roundoff)
         if np.all(np.abs(actual - wrong) <= tol):
@@ -1152,7 +1134,7 @@ def expected_first_gradient(run: UpdateRun, conv: Conventions):
     values, logp, entropy = policy.evaluate_actions(b["obs"], b["actions"])
     ratio = torch.exp(logp - b["logp_old"])
     A_t = torch.from_numpy(np.asarray(A, dtype=np.float64))
-    lo, hi = conv.bounds(cfg["clip_eps"])
+    lo, hi = ClipRange(clip_eps_high=conv.clip_eps_high).bounds(cfg["clip_eps"])
     k = conv.value_loss_factor
     loss = (-torch.min(ratio * A_t, torch.clamp(ratio, lo, hi) * A_t).mean()
             + cfg["vf_coef"] * k * ((values - b["returns"]) ** 2).mean()

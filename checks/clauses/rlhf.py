@@ -44,37 +44,15 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, assert_close, matches
-from .ppo import DEFAULTS as PPO_DEFAULTS
-from .ppo import Conventions as PPOConventions
+from .ppo import ClipRange
 from .ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
+from ...spec import contract
 from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
 from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
-# conventions
-
-DEFAULTS = {"log_ratio_clamp": None, "seq_mean_token_mean_eps": 0.0}
-
-
-@dataclass(frozen=True)
-class Conventions:
-    log_ratio_clamp: float | None
-    seq_mean_token_mean_eps: float
-
-
-def conventions(ctx) -> Conventions:
-    """The candidate's declared RLHF conventions over the defaults; an invalid value is unusable."""
-    values = {**DEFAULTS, **{k: v for k, v in ctx.candidate.conventions.items() if k in DEFAULTS}}
-    clamp, eps = values["log_ratio_clamp"], values["seq_mean_token_mean_eps"]
-    if clamp is not None and not (isinstance(clamp, (int, float)) and clamp > 0):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['log_ratio_clamp'] = {clamp!r}; expected a number > 0 or None")
-    if not (isinstance(eps, (int, float)) and eps >= 0):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['seq_mean_token_mean_eps'] = {eps!r}; expected a number >= 0")
-    return Conventions(None if clamp is None else float(clamp), float(eps))
-
-
 def _floats(low, high):
     return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 
@@ -524,26 +502,13 @@ def rewards_kl_per_token(ctx):
 # ---------------------------------------------------------------------------------------------
 # aggregate_loss
 
-MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+MODES = contract.convention("aggregate_loss_modes").allowed
 
 
 def aggregation_modes(ctx, *needed: str) -> tuple[str, ...]:
-    """The modes the candidate provides (RLSPEC_CONVENTIONS['aggregate_loss_modes'], default all four), narrowed
-    to ``needed`` when given: a library with two modes (OpenRLHF) is judged on those; a clause about a mode it
-    lacks is not-provided, not a failure."""
-    declared = ctx.candidate.conventions.get("aggregate_loss_modes", MODES)
-    if isinstance(declared, str) or not isinstance(declared, (list, tuple)) or not declared or not set(declared) <= set(MODES):
-        raise CandidateError(f"RLSPEC_CONVENTIONS['aggregate_loss_modes'] = {declared!r}; expected a non-empty list of modes "
-                             f"from {MODES}")
-    wanted = needed or MODES
-    modes = tuple(m for m in wanted if m in declared)
-    if not modes:
-        raise NotProvided(f"the candidate declares aggregate_loss_modes {', '.join(declared)}: no {' or '.join(wanted)}")
-    if tuple(m for m in MODES if m in declared) != MODES:
-        note = f"judged on the declared modes {', '.join(m for m in MODES if m in declared)} only (aggregate_loss_modes)"
-        if note not in ctx.notes:
-            ctx.notes.append(note)
-    return modes
+    """The modes the candidate provides (aggregate_loss_modes), narrowed to ``needed`` when given: a library
+    with two modes (OpenRLHF) is judged on those; a clause about a mode it lacks is not-provided."""
+    return ctx.provided("aggregate_loss_modes", *needed)
 
 
 def aggregation_weights(mask, mode, num_tokens=None, norm_length=None, eps=0.0) -> np.ndarray:
@@ -589,17 +554,16 @@ def _wrong_weights(mask, mode, num_tokens, norm_length, eps):
 
 def verify_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None, *, what, cause=""):
     """Loss = sum w l over real tokens and d loss / d l = w (exactly 0 at masked positions)."""
-    conv = conventions(ctx)
     loss, grad, call, args = call_aggregate(ctx, losses, mask, mode, num_tokens, norm_length)
     l, m = args["per_token_loss"], args["mask"]
     u = call.unit_roundoff
-    w = aggregation_weights(m, mode, num_tokens, norm_length, conv.seq_mean_token_mean_eps)
+    w = aggregation_weights(m, mode, num_tokens, norm_length, ctx.convention("seq_mean_token_mean_eps"))
     N, B = int(m.sum()), m.shape[0]
     eta = smallest_normal(u)
     terms = np.where(m, w * l, 0.0)
 
     def diagnose(actual):
-        for wrong, text in _wrong_weights(m, mode, num_tokens, norm_length, conv.seq_mean_token_mean_eps):
+        for wrong, text in _wrong_weights(m, mode, num_tokens, norm_length, ctx.convention("seq_mean_token_mean_eps")):
             if np.array_equal(actual.shape, wrong.shape) and matches(actual, wrong, 1e-6 * np.abs(wrong) + 1e-300):
                 return text
         return ""
@@ -633,14 +597,13 @@ def loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("r
 @check("RLHF-AGG-KNOWN-ANSWER")
 def aggregation_known_answer(ctx):
     """The worked example: losses 1, mask [[1, 0, 0], [1, 1, 1]], every mode; sum-norm padded to width 6."""
-    conv = conventions(ctx)
     modes = aggregation_modes(ctx)
     for mode, (value, weights) in WORKED.items():
         if mode not in modes:
             continue
         loss, grad, call, _ = verify_aggregate(ctx, WORKED_LOSSES, WORKED_MASK, mode, what="worked example")
         u = call.unit_roundoff
-        if not (mode == "seq-mean-token-mean" and conv.seq_mean_token_mean_eps):
+        if not (mode == "seq-mean-token-mean" and ctx.convention("seq_mean_token_mean_eps")):
             assert_close(loss, value, 2 * u * 16 * value + TINY, what=f"worked example ({mode}): loss", call=call.code)
             assert_close(grad, weights, 2 * u * 12 * np.abs(weights) + TINY, what=f"worked example ({mode}): d loss / d l", call=call.code)
     if "seq-mean-token-sum-norm" not in modes:
@@ -739,7 +702,6 @@ def aggregation_width_independent(ctx):
 @check("RLHF-AGG-LENGTH-BIAS")
 def aggregation_length_bias(ctx):
     """Dr. GRPO: 2 tokens A = +1, 10 tokens A = -1: seq-mean-token-mean weights 1/4 and 1/20, token-mean 1/12, sum-norm 1/32."""
-    conv = conventions(ctx)
     cause = "seq-mean-token-mean and token-mean are swapped: the length bias (weight 1/(B n_b)) is missing or misplaced"
     aggregation_modes(ctx, "seq-mean-token-mean")  # the clause is about this mode's weights
     modes = aggregation_modes(ctx)
@@ -752,7 +714,7 @@ def aggregation_length_bias(ctx):
         if mode not in modes:
             continue
         _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bugs.md G10", cause=cause)
-        if mode != "seq-mean-token-mean" or not conv.seq_mean_token_mean_eps:
+        if mode != "seq-mean-token-mean" or not ctx.convention("seq_mean_token_mean_eps"):
             expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
             assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bugs.md G10 weights ({mode})",
                          call=call.code, cause=cause)
@@ -784,8 +746,8 @@ def aggregation_masked_zero_gradient(ctx):
 # token_ppo_loss
 
 
-def _ppo_conv(clip_high, dual_clip) -> PPOConventions:
-    return PPOConventions(**{**PPO_DEFAULTS, "dual_clip": dual_clip, "clip_eps_high": clip_high})
+def _ppo_conv(clip_high, dual_clip) -> ClipRange:
+    return ClipRange(dual_clip=dual_clip, clip_eps_high=clip_high)
 
 
 def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):
@@ -854,10 +816,9 @@ def _wrong_ppo(args):
 
 def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None, *, what, cause=""):
     """Loss = -sum over real tokens of the clipped objective; per-token gradient (a subgradient at kinks); 0 at masked tokens."""
-    conv = conventions(ctx)
     loss, grad, call, args = call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip)
     u = call.unit_roundoff
-    expected, low, high, loss_tol, grad_tol = ppo_expected(args, conv.log_ratio_clamp, u)
+    expected, low, high, loss_tol, grad_tol = ppo_expected(args, ctx.convention("log_ratio_clamp"), u)
 
     def diagnose(actual):
         for value, text in _wrong_ppo(args):
@@ -885,11 +846,10 @@ TOKEN_TABLE = [(2.0, 0.5, -1.0, -1.0), (2.0, 1.0, -2.0, -2.0), (2.0, 1.5, -2.4, 
 
 def exact_token(ctx, A, r, loss_value, grad_value, clip_low=0.2, clip_high=0.2, dual_clip=None, *, what):
     """One token (1, 1): the loss and the gradient equal the listed numbers (within the rounding of log r)."""
-    conv = conventions(ctx)
     loss, grad, call, args = verify_ppo(ctx, [[math.log(r)]], [[0.0]], [[A]], [[True]], clip_low, clip_high, dual_clip, what=what)
-    clamp_moves = conv.log_ratio_clamp is not None and abs(math.log(r)) >= conv.log_ratio_clamp
+    clamp_moves = ctx.convention("log_ratio_clamp") is not None and abs(math.log(r)) >= ctx.convention("log_ratio_clamp")
     if not clamp_moves:
-        _, _, _, loss_tol, grad_tol = ppo_expected(args, conv.log_ratio_clamp, call.unit_roundoff)
+        _, _, _, loss_tol, grad_tol = ppo_expected(args, ctx.convention("log_ratio_clamp"), call.unit_roundoff)
         assert_close(loss, loss_value, 2 * loss_tol, what=f"{what}: loss", call=call.code)
         assert_close(grad.reshape(-1), [grad_value], 2 * grad_tol, what=f"{what}: d loss / d logp_new", call=call.code)
 
@@ -930,7 +890,7 @@ def ppo_token_gradient_table(ctx):
     _, grad, call, args = verify_ppo(ctx, new, np.full((2, 3), -0.5), adv, np.ones((2, 3), bool), 0.2, 0.2, what="the six rows as a (2, 3) batch",
                                      cause=cause)
     expected = np.array([[g for *_, g in TOKEN_TABLE[:3]], [g for *_, g in TOKEN_TABLE[3:]]])
-    if conventions(ctx).log_ratio_clamp is None or conventions(ctx).log_ratio_clamp > 1.0:
+    if ctx.convention("log_ratio_clamp") is None or ctx.convention("log_ratio_clamp") > 1.0:
         assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (seed 000 table)",
                      call=call.code, cause=cause)
     ctx.property(ppo_cases(ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
@@ -989,7 +949,7 @@ def ppo_ratio_log_space(ctx):
 @check("RLHF-PPO-LOG-RATIO-CLAMP")
 def ppo_log_ratio_clamp(ctx):
     """Undeclared: A = -2, log r = 25 -> 2 e^25 with gradient 2 e^25. Declared K: constant beyond |log r| > K."""
-    K = conventions(ctx).log_ratio_clamp
+    K = ctx.convention("log_ratio_clamp")
     cause = ("the declared log_ratio_clamp is not applied as exp(clamp(log r, -K, K))" if K is not None
              else "the log-ratio is clamped before exp without declaring log_ratio_clamp")
     far = 25.0 if K is None else K + 5.0

@@ -10,17 +10,9 @@ here: they accept the candidate's array kind (numpy or torch) in any float dtype
 same kind and dtype, computing in float64 underneath. They record every argument, so a failure can
 say which trials a line search evaluated.
 
-Declared conventions (a candidate's ``RLSPEC_CONVENTIONS``), each checked exactly:
-
-* ``damping`` (default 0): ``fisher_vector_product`` returns ``(F + damping I) v`` and ``natural_step``
-  / ``trpo_update`` solve and normalise with ``F + damping I`` (Tianshou and sb3-contrib: 0.1), so
-  ``1/2 step'(F + damping I) step = max_kl`` and the undamped quadratic KL is smaller;
-* ``backtrack_factor`` (default 0.5): the line search tries ``x0 + backtrack_factor^k fullstep``
-  (Tianshou and sb3-contrib: 0.8);
-* ``line_search_kl``: ``"strict"`` (``kl < max_kl``) or the default ``kl <= max_kl``; the checks keep every
-  trial's KL away from max_kl, so both pass;
-* ``natural_step_cg_tol`` (default 0): the r'r at which the candidate's own CG inside natural_step /
-  trpo_update stops (libraries: 1e-10); the step's error bounds then include sqrt(tol) / |g|.
+Declared conventions (``damping``, ``backtrack_factor``, ``natural_step_cg_tol``) are the contract's
+(spec/contract/50_trpo.toml), each checked exactly. A line search's strict ``kl < max_kl`` and the
+default ``kl <= max_kl`` both pass: the checks keep every trial's KL away from max_kl.
 
 Not conventions: a line search that tests KL(new || old) (sb3-contrib) constrains a different
 divergence and can accept steps outside the TRPO trust region; a fixed-size natural step
@@ -44,26 +36,19 @@ from ..registry import check
 
 
 def damping(ctx) -> float:
-    value = ctx.candidate.conventions.get("damping", 0.0)
-    if not isinstance(value, (int, float)) or not 0.0 <= float(value) < math.inf:
-        raise ClauseFailure(f"RLSPEC_CONVENTIONS['damping'] = {value!r}: expected a number >= 0 (0.1 in Tianshou and sb3-contrib)")
-    return float(value)
+    """(F + damping I): the damping the candidate adds to the Fisher (Tianshou, sb3-contrib: 0.1)."""
+    return float(ctx.convention("damping"))
 
 
 def backtrack_factor(ctx) -> float:
-    value = ctx.candidate.conventions.get("backtrack_factor", 0.5)
-    if not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
-        raise ClauseFailure(f"RLSPEC_CONVENTIONS['backtrack_factor'] = {value!r}: expected a number in (0, 1)")
-    return float(value)
+    """beta of the line search's x0 + beta^k fullstep."""
+    return float(ctx.convention("backtrack_factor"))
 
 
 def cg_stop(ctx) -> float:
     """``natural_step_cg_tol``: the r'r below which the candidate's CG inside natural_step / trpo_update stops
-    (libraries: 1e-10); the step is then only as accurate as |r| <= sqrt(tol) allows. Default 0."""
-    value = ctx.candidate.conventions.get("natural_step_cg_tol", 0.0)
-    if not isinstance(value, (int, float)) or not 0.0 <= float(value) < math.inf:
-        raise ClauseFailure(f"RLSPEC_CONVENTIONS['natural_step_cg_tol'] = {value!r}: expected a number >= 0 (an r'r threshold)")
-    return float(value)
+    (libraries: 1e-10); the step is then only as accurate as |r| <= sqrt(tol) allows."""
+    return float(ctx.convention("natural_step_cg_tol"))
 
 
 def declared(ctx) -> str:

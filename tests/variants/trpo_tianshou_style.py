@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
-RLSPEC_CONVENTIONS = {"damping": 0.1, "backtrack_factor": 0.8, "line_search_kl": "strict", "natural_step_cg_tol": 1e-10}
+RLSPEC_CONVENTIONS = {"damping": 0.1, "backtrack_factor": 0.8, "natural_step_cg_tol": 1e-10}  # its line search accepts kl < max_kl (strict): no clause depends on the tie
 DAMPING, BACKTRACK, RESIDUAL_TOL = 0.1, 0.8, 1e-10
 
 

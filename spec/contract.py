@@ -1,0 +1,385 @@
+"""The contract: the operations a candidate may provide, the conventions it may declare, and what
+else it may say about itself. One TOML file per chapter in ``spec/contract/`` (beside the clause
+catalogue in ``spec/clauses/``); ``00_candidate.toml`` holds the candidate-level declarations.
+
+This module only reads and validates the data, and validates a candidate's declarations against
+it. The protocol (``rlspec.checks.protocol``), the loader, the checks (through ``Context.convention``),
+the command line, the reports and the generated docs (``docs/contract.md``, the README's protocol
+table) all read the contract through it; no convention key, default or allowed value is written
+anywhere else.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+CONTRACT_DIR = Path(__file__).parent / "contract"
+ARRAY_MODES = ("candidate", "torch")  # inputs in the candidate's declared array kind, or always torch
+ARGUMENT_TYPES = ("array", "bool", "integer", "scalar", "string", "callable", "object", "mapping")
+CONVENTION_TYPES = ("choice", "number", "subset", "choice-by-kind")
+DECLARATION_TYPES = ("choice", "table", "string")
+
+
+class ContractError(ValueError):
+    """The contract data is malformed (a bug in rlspec itself), or a candidate's declaration is not one
+    the contract allows (then the message is one line a user can act on)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# data
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    type: str = "array"  # one of ARGUMENT_TYPES; "array" and "bool" are arrays
+    shape: str = ""  # e.g. "(T,) or (T, N)", "like rewards"
+    optional: bool = False  # passed as ``name=None`` unless the clause gives it
+    meaning: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name}=None" if self.optional else self.name
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    chapter: str
+    meaning: str
+    inputs: tuple[Argument, ...]
+    outputs: tuple[Argument, ...]
+    arrays: str = "candidate"  # "candidate": the candidate's RLSPEC_ARRAY kind; "torch": always torch tensors
+    differentiated: tuple[str, ...] = ()  # inputs passed as leaf tensors that require grad
+
+    @property
+    def signature(self) -> str:
+        """``(a, b, c=None) -> (x, y)``: the call as the suite makes it."""
+        outs = [o.name for o in self.outputs]
+        result = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
+        return f"({', '.join(str(a) for a in self.inputs)}) -> {result}"
+
+
+NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class Convention:
+    key: str
+    chapter: str
+    type: str  # one of CONVENTION_TYPES
+    meaning: str
+    operations: tuple[str, ...]
+    clauses: tuple[str, ...] = ()  # the clauses whose checks read it
+    default: Any = None
+    allowed: tuple = ()  # choice, subset, choice-by-kind: the values allowed
+    kinds: tuple[str, ...] = ()  # choice-by-kind: the kinds a table may name
+    noun: str = "values"  # subset: what its members are called in notes ("kinds", "modes")
+    nullable: bool = False  # number: None is allowed (and is the default unless one is given)
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+
+    def allowed_text(self) -> str:
+        """What a declaration may say, in words (for messages and docs)."""
+        if self.type == "choice":
+            return " or ".join(_show(v) for v in self.allowed)
+        if self.type == "subset":
+            return f"a non-empty list of {', '.join(_show(v) for v in self.allowed)}"
+        if self.type == "choice-by-kind":
+            choices = " or ".join(_show(v) for v in self.allowed)
+            return f"{choices}, or a table from kinds {', '.join(self.kinds)} to {choices}"
+        bounds = []
+        if self.exclusive_minimum is not None:
+            bounds.append(f"> {_show(self.exclusive_minimum)}")
+        if self.minimum is not None:
+            bounds.append(f">= {_show(self.minimum)}")
+        if self.exclusive_maximum is not None:
+            bounds.append(f"< {_show(self.exclusive_maximum)}")
+        if self.maximum is not None:
+            bounds.append(f"<= {_show(self.maximum)}")
+        text = "a finite number" + (f" {' and '.join(bounds)}" if bounds else "")
+        return text + (" or None" if self.nullable else "")
+
+    def validate(self, value: Any) -> Any:
+        """The value in the form checks read (subsets as tuples in contract order, tables as sorted
+        item tuples); :class:`ContractError` saying what is allowed if the contract does not allow it."""
+        if self.type == "choice":
+            if not _is_choice(value, self.allowed):
+                raise self._refuse(value)
+            return value
+        if self.type == "subset":
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value \
+                    or not all(_is_choice(v, self.allowed) for v in value):
+                raise self._refuse(value)
+            return tuple(v for v in self.allowed if v in value)
+        if self.type == "choice-by-kind":
+            if isinstance(value, tuple) and all(isinstance(item, tuple) and len(item) == 2 for item in value):
+                value = dict(value)  # already normalised
+            if isinstance(value, Mapping):
+                if not value or not set(value) <= set(self.kinds) or not all(_is_choice(v, self.allowed) for v in value.values()):
+                    raise self._refuse(value)
+                return tuple(sorted(value.items()))
+            if not _is_choice(value, self.allowed):
+                raise self._refuse(value)
+            return value
+        # number
+        if value is None and self.nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self._refuse(value)
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum) \
+                or (self.exclusive_minimum is not None and value <= self.exclusive_minimum) \
+                or (self.exclusive_maximum is not None and value >= self.exclusive_maximum):
+            raise self._refuse(value)
+        return value
+
+    def by_kind(self, value, kind: str):
+        """A choice-by-kind convention's value for one kind (a table's unnamed kinds get the default)."""
+        return value if not isinstance(value, tuple) else dict(value).get(kind, self.default)
+
+    def _refuse(self, value) -> ContractError:
+        return ContractError(f"RLSPEC_CONVENTIONS[{self.key!r}] = {value!r} is not allowed; {self.key} takes {self.allowed_text()}")
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """An ``RLSPEC_*`` name a candidate may define."""
+
+    name: str
+    meaning: str
+    type: str = "choice"
+    allowed: tuple = ()
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Contract:
+    version: int
+    operations: dict[str, Operation]
+    conventions: dict[str, Convention]
+    declarations: dict[str, Declaration]
+    files: tuple[str, ...] = field(default=(), compare=False)
+
+
+def _show(value) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float) and value == int(value) and abs(value) < 1e15:
+        return f"{value:.1f}"
+    return repr(value)
+
+
+def _is_choice(value, allowed) -> bool:
+    """``value`` is one of ``allowed`` with the same type family (1 is not True; 1.0 is a choice 1.0)."""
+    if isinstance(value, bool):
+        return any(isinstance(a, bool) and a == value for a in allowed)
+    if isinstance(value, (int, float)):
+        return any(not isinstance(a, (bool, str)) and isinstance(a, (int, float)) and a == value for a in allowed)
+    if isinstance(value, str):
+        return value in [a for a in allowed if isinstance(a, str)]
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# reading the files
+
+
+def _keys(raw: dict, allowed: set[str], required: tuple[str, ...], where: str) -> None:
+    unknown = set(raw) - allowed
+    missing = [k for k in required if k not in raw]
+    if unknown or missing:
+        raise ContractError(f"{where}: " + "; ".join(
+            ([f"unknown keys {sorted(unknown)}"] if unknown else []) + ([f"missing {missing}"] if missing else [])))
+
+
+def _argument(raw, where: str) -> Argument:
+    if not isinstance(raw, dict):
+        raise ContractError(f"{where}: an argument is a table, got {raw!r}")
+    _keys(raw, {"name", "type", "shape", "optional", "meaning"}, ("name",), where)
+    argument = Argument(**raw)
+    if argument.type not in ARGUMENT_TYPES:
+        raise ContractError(f"{where}: argument {argument.name} has type {argument.type!r}; expected one of {ARGUMENT_TYPES}")
+    return argument
+
+
+def _operation(raw: dict, chapter: str, where: str) -> Operation:
+    _keys(raw, {"name", "meaning", "inputs", "outputs", "arrays", "differentiated"}, ("name", "meaning", "inputs", "outputs"), where)
+    where = f"{where}: operation {raw['name']}"
+    inputs = tuple(_argument(a, where) for a in raw["inputs"])
+    outputs = tuple(_argument(a, where) for a in raw["outputs"])
+    names = [a.name for a in inputs]
+    differentiated = tuple(raw.get("differentiated", ()))
+    if raw.get("arrays", "candidate") not in ARRAY_MODES:
+        raise ContractError(f"{where}: arrays = {raw['arrays']!r}; expected one of {ARRAY_MODES}")
+    if not set(differentiated) <= set(names) or (differentiated and raw.get("arrays") != "torch"):
+        raise ContractError(f"{where}: differentiated inputs {differentiated} must be inputs of a torch operation")
+    return Operation(raw["name"], chapter, " ".join(raw["meaning"].split()), inputs, outputs, raw.get("arrays", "candidate"), differentiated)
+
+
+def _convention(raw: dict, chapter: str, where: str) -> Convention:
+    fields = {"key", "type", "meaning", "operations", "clauses", "default", "allowed", "kinds", "noun", "nullable",
+              "minimum", "maximum", "exclusive_minimum", "exclusive_maximum"}
+    _keys(raw, fields, ("key", "type", "meaning", "operations"), where)
+    where = f"{where}: convention {raw['key']}"
+    kind = raw["type"]
+    if kind not in CONVENTION_TYPES:
+        raise ContractError(f"{where}: type {kind!r}; expected one of {CONVENTION_TYPES}")
+    if kind != "number" and not raw.get("allowed"):
+        raise ContractError(f"{where}: a {kind} convention lists its allowed values")
+    allowed = tuple(raw.get("allowed", ()))
+    default = raw.get("default", allowed if kind == "subset" else None)
+    if kind == "number" and "default" not in raw and not raw.get("nullable"):
+        raise ContractError(f"{where}: a number convention has a default or is nullable (default None)")
+    convention = Convention(
+        key=raw["key"], chapter=chapter, type=kind, meaning=" ".join(raw["meaning"].split()),
+        operations=tuple(raw["operations"]), clauses=tuple(raw.get("clauses", ())), default=default, allowed=allowed,
+        kinds=tuple(raw.get("kinds", ())), noun=raw.get("noun", "values"), nullable=bool(raw.get("nullable", False)),
+        minimum=raw.get("minimum"), maximum=raw.get("maximum"),
+        exclusive_minimum=raw.get("exclusive_minimum"), exclusive_maximum=raw.get("exclusive_maximum"),
+    )
+    try:
+        normalised = convention.validate(default)
+    except ContractError as exc:
+        raise ContractError(f"{where}: its default is not allowed ({exc})") from None
+    return Convention(**{**convention.__dict__, "default": normalised})
+
+
+def _declaration(raw: dict, where: str) -> Declaration:
+    _keys(raw, {"name", "meaning", "type", "allowed", "default"}, ("name", "meaning"), where)
+    declaration = Declaration(raw["name"], " ".join(raw["meaning"].split()), raw.get("type", "choice"),
+                              tuple(raw.get("allowed", ())), raw.get("default"))
+    if declaration.type not in DECLARATION_TYPES or not declaration.name.startswith("RLSPEC_"):
+        raise ContractError(f"{where}: declaration {declaration.name} must be an RLSPEC_ name of type {DECLARATION_TYPES}")
+    return declaration
+
+
+@lru_cache(maxsize=None)
+def load() -> Contract:
+    """The whole contract, every file in name order, validated (a malformed file raises ContractError)."""
+    operations: dict[str, Operation] = {}
+    conventions: dict[str, Convention] = {}
+    declarations: dict[str, Declaration] = {}
+    version = None
+    files = sorted(CONTRACT_DIR.glob("*.toml"))
+    for path in files:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        unknown = set(data) - {"contract", "operation", "convention", "declaration"}
+        if unknown:
+            raise ContractError(f"{path.name}: unknown tables {sorted(unknown)}")
+        if "contract" in data:
+            version = data["contract"]["version"]
+        chapter = path.stem.split("_", 1)[-1]
+        for raw in data.get("operation", []):
+            op = _operation(raw, chapter, path.name)
+            if op.name in operations:
+                raise ContractError(f"{path.name}: operation {op.name} is also in {operations[op.name].chapter}")
+            operations[op.name] = op
+        for raw in data.get("convention", []):
+            conv = _convention(raw, chapter, path.name)
+            if conv.key in conventions:
+                raise ContractError(f"{path.name}: convention {conv.key} is defined twice")
+            if not set(conv.operations) <= set(operations):
+                raise ContractError(f"{path.name}: convention {conv.key} names unknown operations "
+                                    f"{sorted(set(conv.operations) - set(operations))} (define operations first)")
+            conventions[conv.key] = conv
+        for raw in data.get("declaration", []):
+            declaration = _declaration(raw, path.name)
+            declarations[declaration.name] = declaration
+    if version is None:
+        raise ContractError("spec/contract: no [contract] version")
+    return Contract(version, operations, conventions, declarations, tuple(p.name for p in files))
+
+
+def operations() -> dict[str, Operation]:
+    return load().operations
+
+
+def conventions() -> dict[str, Convention]:
+    return load().conventions
+
+
+def convention(key: str) -> Convention:
+    """The convention ``key``; KeyError (a bug in rlspec: a check read a key the contract lacks) if none."""
+    try:
+        return load().conventions[key]
+    except KeyError:
+        raise KeyError(f"rlspec reads convention {key!r}, which spec/contract does not define") from None
+
+
+def declarations() -> dict[str, Declaration]:
+    return load().declarations
+
+
+# ------------------------------------------------------------------------------------------------
+# a candidate's declarations
+
+
+def nearest(word: str, choices) -> str:
+    """`` did you mean 'x'?`` for the closest of ``choices``, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def validate_conventions(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """A candidate's ``RLSPEC_CONVENTIONS``, validated and normalised (see :meth:`Convention.validate`).
+
+    An unknown key or a value the contract does not allow raises :class:`ContractError` with one line
+    that names it, says what is allowed and suggests the nearest key."""
+    if not isinstance(declared, Mapping):
+        raise ContractError(f"RLSPEC_CONVENTIONS is {type(declared).__name__}; expected a dict of convention -> value")
+    known = conventions()
+    result = {}
+    for key, value in declared.items():
+        if key not in known:
+            raise ContractError(f"RLSPEC_CONVENTIONS[{key!r}]: no such convention{nearest(str(key), known)} "
+                                f"(known: {', '.join(sorted(known))})")
+        result[key] = known[key].validate(value)
+    return result
+
+
+def validate_clause_ids(ids, origin: str) -> None:
+    """Every id (of an xfail list) names a clause of the catalogue: a typo would silently leave a deviation
+    undeclared."""
+    from . import catalogue
+
+    known = {c.id for c in catalogue.clauses()}
+    for clause_id in ids:
+        if clause_id not in known:
+            raise ContractError(f"{origin}: xfail entry {clause_id} matches no clause{nearest(clause_id, known)}")
+
+
+def validate_declared_names(names) -> None:
+    """Every ``RLSPEC_*`` name a candidate defines must be a declaration of the contract."""
+    known = declarations()
+    for name in sorted(names):
+        if name.startswith("RLSPEC_") and name not in known:
+            raise ContractError(f"{name}: rlspec declares no such name{nearest(name, known)} (known: {', '.join(sorted(known))})")
+
+
+def validate_declaration(name: str, value) -> Any:
+    """A choice declaration (RLSPEC_ARRAY, RLSPEC_PRECISION, RLSPEC_FLAGS) checked against its values."""
+    declaration = declarations()[name]
+    if declaration.type == "choice" and value not in declaration.allowed:
+        raise ContractError(f"{name} = {value!r} is not allowed; expected one of {', '.join(map(repr, declaration.allowed))}")
+    return value
+
+
+def plain(conventions: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated conventions in the form a user writes them (for reports and JSON): subsets as lists,
+    by-kind tables as dicts."""
+    known = load().conventions
+    out = {}
+    for key, value in conventions.items():
+        if isinstance(value, tuple) and known[key].type == "choice-by-kind":
+            value = dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[key] = value
+    return out
