@@ -11,6 +11,7 @@ import argparse
 import inspect
 import json
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -95,6 +96,21 @@ def _write(path: str, text: str, terminal) -> None:
     target.write_text(text, encoding="utf-8")
 
 
+def _on_sigterm():
+    """SIGTERM (a CI job's cancel or timeout, ``kill``) ends the run as Ctrl-C does: the clauses that finished
+    are reported, the report is marked incomplete, the workers are stopped. Returns the handler it replaced
+    (None where no handler can be set: not the main thread)."""
+    from .engine import Terminated
+
+    def terminate(signum, frame):
+        raise Terminated(signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        return None
+
+
 def cmd_check(args) -> int:
     from . import report
     from .engine import UsageError, run_conformance
@@ -148,6 +164,7 @@ def cmd_check(args) -> int:
         if partial_json and partial_json != "-":
             _write(partial_json, run.dumps(), terminal)
 
+    previous = _on_sigterm()
     try:
         run = run_conformance(
             candidate,
@@ -172,6 +189,9 @@ def cmd_check(args) -> int:
             traceback.print_exc()
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
     start(run)
     report.write_terminal_footer(run, terminal)
@@ -180,7 +200,7 @@ def cmd_check(args) -> int:
     if args.junit:
         _write(args.junit, report.junit(run), terminal)
     if run.incomplete:
-        return 130
+        return 128 + (run.signal or signal.SIGINT)  # 130 after Ctrl-C, 143 after SIGTERM
     return EXIT_OK if run.ok else EXIT_FAIL
 
 

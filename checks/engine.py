@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..spec import catalogue, contract
 from .loader import LoadError, check_xfail_ids, from_object, load, parse_xfail
 from .protocol import Candidate
 from .registry import load_all
-from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, run_clause  # noqa: F401 - re-exported
+from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, local_constants_warning, run_clause  # noqa: F401 - re-exported
 
 VERSION = "0.1.0"
 LOAD_SECONDS = 120.0  # the least time an isolated worker gets to import the candidate
@@ -27,6 +28,15 @@ LOAD_SECONDS = 120.0  # the least time an isolated worker gets to import the can
 
 class UsageError(ValueError):
     """Bad arguments to the engine (exit code 2 on the command line)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal other than Ctrl-C (SIGTERM: what a CI job's cancel sends) stopping the run; raised by the
+    command line's handler so the run ends as after Ctrl-C, with its report marked incomplete."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @dataclass
@@ -40,6 +50,7 @@ class ConformanceResult:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     incomplete: bool = False
+    signal: int = 0  # the signal that interrupted the run (SIGINT for Ctrl-C), 0 if none
     conventions: dict[str, Any] = field(default_factory=dict)  # as the candidate declared them (validated)
 
     @property
@@ -188,6 +199,9 @@ def run_conformance(
     elif xfail:
         declared = {k.upper(): v for k, v in xfail.items()}
         _known_ids(declared, "xfail")
+    unswitched = local_constants_warning()
+    if unswitched:
+        warnings.append(unswitched)
 
     results: list[ClauseResult] = []
     run = ConformanceResult(spec, profile, seed, dtype, device, results, warnings)
@@ -225,7 +239,7 @@ def run_conformance(
                 memory_bytes=memory_limit if memory_limit is not None else (
                     worker.default_memory_limit(workers) if device == "cpu" else None),
             )
-            jobs = [(c.id, c.operation) for c in selected]
+            jobs = [(c.id, c.operations) for c in selected]
             worker.run_isolated(
                 candidate, device, jobs, profile=profile, seed=seed, dtype=dtype, workers=workers, limits=limits,
                 on_info=adopt, on_result=worker.stream_in_order(len(jobs), emit),
@@ -236,9 +250,11 @@ def run_conformance(
             registry = load_all()
             for clause in selected:
                 emit(run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, [])))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         run.incomplete = True
-        run.warnings.append(f"interrupted: {len(results)} of {len(selected)} clauses finished")
+        run.signal = getattr(stop, "signum", signal.SIGINT)
+        by = "" if run.signal == signal.SIGINT else f" by {signal.Signals(run.signal).name}"
+        run.warnings.append(f"interrupted{by}: {len(results)} of {len(selected)} clauses finished")
     run.seconds = time.perf_counter() - started
     return run
 

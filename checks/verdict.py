@@ -175,20 +175,51 @@ class Context:
             run()
 
 
+LOCAL_CONSTANTS = "hypothesis.internal.conjecture.providers._get_local_constants"  # the patch point
+
+
+def _local_constants_switch():
+    """``(providers, empty)`` where the local-constants provider can be switched off; None where it cannot."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        providers._get_local_constants, providers.CONSTANTS_CACHE.cache.clear  # noqa: B018 - both must exist
+        return providers, providers.Constants()
+    except (ImportError, AttributeError):
+        return None
+
+
+def local_constants_warning() -> str | None:
+    """A warning for the report when drawn examples may depend on how rlspec is installed: this Hypothesis
+    mixes local constants into its draws (6.131 and later do) but the patch point that switches them off is
+    gone. None when all is well (the switch works, or this Hypothesis has no local constants)."""
+    if _local_constants_switch() is not None:
+        return None
+    try:
+        import hypothesis.internal.constants_ast  # noqa: F401 - present where local constants exist
+    except ImportError:
+        return None
+    import hypothesis
+
+    return (f"Hypothesis {hypothesis.__version__} mixes constants from local modules into drawn examples and rlspec "
+            f"cannot switch that off ({LOCAL_CONSTANTS} is gone): a seed may draw different examples under an "
+            f"editable install, a wheel, or another candidate file; pin a Hypothesis release that has it, or report it")
+
+
 @contextlib.contextmanager
 def _no_local_constants():
     """Hypothesis (6.131+) mixes literals from every *local* module in sys.modules into what it draws: with
     rlspec installed editable, or a candidate file of the user's, the examples a seed gives would depend on
     the install, on the candidate's source and on what was imported before. A conformance verdict must
     depend on the seed alone, so the property runs see no local constants (Hypothesis' own constant pool,
-    fixed per version, stays)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-        empty = providers.Constants()
-        original = providers._get_local_constants
-    except (ImportError, AttributeError):  # another Hypothesis: nothing to switch off
+    fixed per version, stays). Where the patch point is gone the run says so (:func:`local_constants_warning`)
+    and tests/test_reproducibility.py's cross-install test fails."""
+    switch = _local_constants_switch()
+    if switch is None:
         yield
         return
+    providers, empty = switch
+    original = providers._get_local_constants
     providers._get_local_constants = lambda: empty
     providers.CONSTANTS_CACHE.cache.clear()
     try:
@@ -196,7 +227,6 @@ def _no_local_constants():
     finally:
         providers._get_local_constants = original
         providers.CONSTANTS_CACHE.cache.clear()
-
 
 
 def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype, checks) -> ClauseResult:

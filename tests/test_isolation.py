@@ -106,11 +106,11 @@ def test_prints_never_reach_the_reports(capsys, tmp_path):
 # --- isolated (worker processes): hangs, crashes, native code -------------------------------
 
 ISOLATED = [
-    ("hangs_python", "error", "timed out after 2 s"),
-    ("hangs_sleep", "error", "timed out after 2 s"),
-    ("hangs_native", "error", "timed out after 2 s"),
-    ("segfaults", "error", "the candidate crashed the worker process (killed by SIGSEGV)"),
-    ("hard_exits", "error", "the candidate crashed the worker process (exit code 7)"),
+    ("hangs_python", "error", "gae timed out after 2 s"),
+    ("hangs_sleep", "error", "gae timed out after 2 s"),
+    ("hangs_native", "error", "gae timed out after 2 s"),
+    ("segfaults", "error", "gae crashed the worker process (killed by SIGSEGV)"),
+    ("hard_exits", "error", "gae crashed the worker process (exit code 7)"),
     ("exhausts_memory", "error", "gae raised MemoryError (out of memory)"),
     ("raises_at_call", "error", "gae raised ValueError: not implemented for this input"),
 ]
@@ -126,7 +126,97 @@ def test_the_run_goes_on_after_a_timeout():
                                                                 "GAE-SEED-EXAMPLE-TRUNCATED"], isolate=True, time_limit=2)
     assert [(r.id, r.status) for r in run.results] == [
         ("GAE-SEED-EXAMPLE", "pass"), ("GAE-SEED-EXAMPLE-TRUNCATED", "pass"), ("GAE-TD-ERROR-AT-LAMBDA-0", "error")]
-    assert run["GAE-TD-ERROR-AT-LAMBDA-0"].message == "timed out after 2 s"
+    assert run["GAE-TD-ERROR-AT-LAMBDA-0"].message == "gae timed out after 2 s"
+
+
+# --- a hang or a crash costs once: later clauses of the operation are not retried ------------
+
+GAE_ONLY = "GAE-*,GRID-GAE-*"
+
+
+@pytest.mark.parametrize("name, first, rest", [
+    ("hangs_sleep", "gae timed out after 2 s", "gae timed out on GAE-SEED-EXAMPLE (after 2 s); not retried"),
+    ("segfaults", "gae crashed the worker process (killed by SIGSEGV)",
+     "gae crashed the worker process on GAE-SEED-EXAMPLE (killed by SIGSEGV); not retried"),
+])
+def test_a_broken_operation_costs_one_clause(name, first, rest):
+    """One clause waits out the limit (or loses its worker); every later clause of that operation gets an
+    immediate error naming the clause it broke on, instead of a limit each (19 x 30 s at quick before)."""
+    run = run_conformance(bad(name), clauses=GAE_ONLY, isolate=True, time_limit=2)
+    assert len(run.results) > 10
+    assert (run.results[0].id, run.results[0].status, run.results[0].message) == ("GAE-SEED-EXAMPLE", "error", first)
+    assert {(r.status, r.message) for r in run.results[1:]} == {("error", rest)}
+    assert all(r.seconds == 0 for r in run.results[1:])
+
+
+def test_other_operations_still_run_after_one_hangs(tmp_path):
+    """The blame falls on the operation that was running: a candidate whose gae hangs still gets verdicts
+    for its rewards_to_go, on two workers (one of them lost to the hang)."""
+    candidate = tmp_path / "half_hangs.py"
+    candidate.write_text("import time\nfrom rlspec.reference.returns import rewards_to_go\n\n\n"
+                         "def gae(rewards, values, next_values, terminated, truncated, gamma, lam):\n"
+                         "    time.sleep(10**6)\n")
+    run = run_conformance(str(candidate), clauses="GAE-SEED-EXAMPLE*,RETURNS-*", isolate=True, workers=2, time_limit=2)
+    by_status = {}
+    for r in run.results:
+        by_status.setdefault((r.operation, r.status), []).append(r.id)
+    assert by_status[("gae", "error")] == ["GAE-SEED-EXAMPLE", "GAE-SEED-EXAMPLE-TRUNCATED"]
+    assert by_status[("rewards_to_go", "pass")]
+    assert not [k for k in by_status if k[0] == "rewards_to_go" and k[1] != "pass"]
+
+
+def test_a_hang_outside_candidate_calls_blames_the_clauses_one_operation(tmp_path):
+    """kl_penalty returns promptly, but the backward pass through the graph it built never ends: no
+    candidate call is running when the time is up, so the clause's one operation takes the blame."""
+    candidate = tmp_path / "slow_backward.py"
+    candidate.write_text(
+        "import time\nimport torch\nfrom rlspec.reference.grpo import kl_penalty as exact\n\nRLSPEC_ARRAY = 'torch'\n\n\n"
+        "class Stuck(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x.clone()\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        time.sleep(10**6)\n\n\n"
+        "def kl_penalty(logp, logp_ref, kind, logp_old=None):\n"
+        "    return Stuck.apply(exact(logp, logp_ref, kind, logp_old))\n")
+    run = run_conformance(str(candidate), clauses="KL-PENALTY-*", isolate=True, time_limit=2)
+    stuck = [r for r in run.results if r.message == "timed out after 2 s"]
+    assert len(stuck) == 1
+    later = run.results[run.results.index(stuck[0]) + 1:]
+    assert later and {r.message for r in later if r.status == "error"} == {
+        f"kl_penalty timed out on {stuck[0].id} (after 2 s); not retried"}
+
+
+def test_blame_rule():
+    from rlspec.checks.worker import blame
+
+    assert blame("gae", ("gae",)) == "gae"
+    assert blame("gae", ("ppo_loss", "gae")) == "gae"  # the operation running wins
+    assert blame(None, ("kl_penalty",)) == "kl_penalty"  # between calls: the clause's one operation
+    assert blame(None, ("ppo_loss", "gae")) is None  # between calls of a clause of several: nobody
+
+
+def test_the_marker_follows_candidate_calls():
+    """The shared word reads the operation while its code runs and 0 once it returned (or raised)."""
+    import multiprocessing
+
+    from rlspec.checks import Candidate
+    from rlspec.checks.worker import _marked
+
+    inside = multiprocessing.get_context().RawValue("i", 0)
+    seen = {}
+    names = ["gae", "rewards_to_go"]
+
+    def gae(**kw):
+        seen["gae"] = inside.value
+        raise ValueError("boom")
+
+    def rewards_to_go(**kw):
+        seen["rewards_to_go"] = inside.value
+        return 1.0
+
+    candidate = _marked(Candidate("x", "x", {"gae": gae, "rewards_to_go": rewards_to_go}), inside)
+    assert candidate.operations["rewards_to_go"]() == 1.0
+    with pytest.raises(ValueError):
+        candidate.operations["gae"]()
+    assert seen == {name: names.index(name) + 1 for name in names} and inside.value == 0
 
 
 @pytest.mark.parametrize(
@@ -149,21 +239,125 @@ def test_workers_give_the_same_verdicts_in_catalogue_order():
     assert strip(one) == strip(two)
 
 
-def test_ctrl_c_leaves_a_valid_report_marked_incomplete(tmp_path):
+# --- stopping the run: Ctrl-C, SIGTERM, SIGKILL; no worker outlives it ------------------------
+
+HANGS_WHEN_LAMBDA_IS_ZERO = """\
+import os
+import time
+
+from rlspec.reference.gae import gae as exact
+
+MARK = {mark!r}
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    if lam == 0:  # say which process hangs, then hang
+        with open(MARK + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(MARK + ".tmp", MARK)
+        time.sleep(10**6)
+    return exact(rewards, values, next_values, terminated, truncated, gamma, lam)
+"""
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's init may never reap one)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # pragma: no cover - no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def start_hanging_run(tmp_path, *extra):
+    """``rlspec check`` on a candidate that hangs in GAE-TD-ERROR-AT-LAMBDA-0 after GAE-SEED-EXAMPLE passed;
+    returns (process, worker pid, report path) once the worker is inside the hanging call."""
+    mark = tmp_path / "worker.pid"
+    candidate = tmp_path / "hangs_when_lambda_is_zero.py"
+    candidate.write_text(HANGS_WHEN_LAMBDA_IS_ZERO.format(mark=str(mark)))
     report = tmp_path / "out.json"
-    command = [sys.executable, "-m", "rlspec.checks.cli", "check", "--candidate", bad("hangs_on_lambda_zero"),
-               "--only", "GAE-SEED-EXAMPLE,GAE-TD-ERROR-AT-LAMBDA-0", "--json", str(report), "--time-limit", "60"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and '"GAE-SEED-EXAMPLE"' not in (report.read_text() if report.exists() else ""):
-        time.sleep(0.1)
-    process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=30)
-    data = json.loads(report.read_text())
-    assert process.returncode == 130
-    assert data["incomplete"] is True
-    assert [c["id"] for c in data["clauses"]] == ["GAE-SEED-EXAMPLE"]
-    assert "interrupted: 1 of 2 clauses finished" in data["warnings"]
+    command = [sys.executable, "-m", "rlspec.checks.cli", "check", "--candidate", str(candidate),
+               "--only", "GAE-SEED-EXAMPLE,GAE-TD-ERROR-AT-LAMBDA-0", "--json", str(report), "--time-limit", "120", *extra]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not mark.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists(), process.communicate()
+    return process, int(mark.read_text()), report
+
+
+def wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+@pytest.mark.parametrize("signum, code, warning", [
+    (signal.SIGINT, 130, "interrupted: 1 of 2 clauses finished"),
+    (signal.SIGTERM, 143, "interrupted by SIGTERM: 1 of 2 clauses finished"),
+], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_run_leaves_a_valid_report_marked_incomplete(tmp_path, signum, code, warning):
+    """Ctrl-C and SIGTERM (a CI job's cancel) end the run the same way: the clauses that finished are in a
+    valid JSON report marked incomplete, exit 128 + the signal, and the worker is gone."""
+    process, worker, report = start_hanging_run(tmp_path)
+    try:
+        process.send_signal(signum)
+        out, _ = process.communicate(timeout=30)
+        data = json.loads(report.read_text())
+        assert process.returncode == code
+        assert data["incomplete"] is True
+        assert [c["id"] for c in data["clauses"]] == ["GAE-SEED-EXAMPLE"]
+        assert warning in data["warnings"]
+        assert wait_gone(worker, 2), "the worker outlived the run"
+    finally:
+        _kill_group(process, worker)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_worker_outlives_a_killed_run(tmp_path, workers):
+    """SIGKILL (what a CI job's timeout sends) gives the parent no chance to clean up: the workers must end
+    by themselves, at once, not sleep on with parent 1 for as long as the candidate sleeps."""
+    process, worker, _ = start_hanging_run(tmp_path, "-n", str(workers))
+    try:
+        others = _children(process.pid)
+        assert worker in others
+        process.kill()
+        process.communicate(timeout=30)
+        assert [pid for pid in others if not wait_gone(pid, 2)] == []
+    finally:
+        _kill_group(process, worker)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _kill_group(process, worker: int) -> None:
+    """Clean up after a failed assertion: the run's process group, and the worker if it escaped it."""
+    for kill in (lambda: os.killpg(process.pid, signal.SIGKILL), lambda: os.kill(worker, signal.SIGKILL)):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+    if process.poll() is None:
+        process.wait(5)
 
 
 def test_same_seed_gives_byte_identical_json(tmp_path):
