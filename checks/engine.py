@@ -8,9 +8,11 @@ declared as a deviation), ``skip`` and ``not-provided`` (the candidate lacks an 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,8 +250,9 @@ def run_conformance(
             loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
             adopt(loaded.info())
             registry = load_all()
-            for clause in selected:
-                emit(run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, [])))
+            with one_intra_op_thread():
+                for clause in selected:
+                    emit(run_clause(loaded, clause, chosen_profile, seed, DTYPES[dtype], registry.get(clause.id, [])))
     except KeyboardInterrupt as stop:
         run.incomplete = True
         run.signal = getattr(stop, "signum", signal.SIGINT)
@@ -257,6 +260,23 @@ def run_conformance(
         run.warnings.append(f"interrupted{by}: {len(results)} of {len(selected)} clauses finished")
     run.seconds = time.perf_counter() - started
     return run
+
+
+@contextlib.contextmanager
+def one_intra_op_thread():
+    """torch on one intra-op thread while the checks run (restored after), as in every isolated worker. The
+    checks' tensors are small: waking a second thread costs more than it saves (a (8, 4) softmax takes 2 us on
+    one thread and milliseconds on two of a loaded machine), and a run should not depend on the core count."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _apply_xfail(result: ClauseResult, reason: str | None) -> None:

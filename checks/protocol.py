@@ -18,7 +18,7 @@ import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -163,6 +163,21 @@ def _snapshot(value):
 # suite's own output.
 
 
+_spare_files: dict[int, list] = {}  # process id -> temporary files free for reuse by captured_output
+
+
+def _capture_file():
+    """An empty temporary file of this process: creating one per call (two per candidate call) costs more
+    than the call of a small operation, so they are reused (per process: a forked worker has its own)."""
+    spare = _spare_files.setdefault(os.getpid(), [])
+    if spare:
+        tmp = spare.pop()
+        tmp.seek(0)
+        tmp.truncate()
+        return tmp
+    return tempfile.TemporaryFile()
+
+
 @contextlib.contextmanager
 def captured_output():
     sink = io.StringIO()
@@ -175,7 +190,7 @@ def captured_output():
             except Exception:
                 pass
             try:
-                tmp = tempfile.TemporaryFile()
+                tmp = _capture_file()
                 saved.append((fd, os.dup(fd)))
                 os.dup2(tmp.fileno(), fd)
                 files.append(tmp)
@@ -190,7 +205,7 @@ def captured_output():
         for tmp in files:
             tmp.seek(0)
             sink.write(tmp.read(2000).decode("utf-8", "replace"))
-            tmp.close()
+            _spare_files.setdefault(os.getpid(), []).append(tmp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,11 +249,41 @@ class Nondeterministic(CandidateError):
 BREAKING_STATE = ("torch default dtype", "torch grad mode")
 
 
-def _global_state() -> dict[str, Any]:
+def _environment() -> dict:
+    """A copy of the environment: of os.environ's own (encoded) mapping where it has one, which copies in
+    0.1 us where decoding every variable takes 60."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
+
+
+def _decoded(value) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+def _numpy_rng_unchanged(state) -> bool:
+    """Whether numpy's global RNG is still in ``state`` (a ``get_state()`` tuple), read from the generator's
+    C struct (``uint32 key[624]; int pos``): 1 us, where ``get_state()`` copies the key word by word (0.1 ms).
+    False when it cannot tell (another layout, a cached Gaussian): the caller then compares full states."""
+    name, key, pos, has_gauss, _ = state
+    if name != "MT19937" or has_gauss:
+        return False
+    try:
+        import ctypes
+
+        address = np.random.mtrand._rand._bit_generator.ctypes.state_address
+        return ctypes.string_at(address, key.nbytes + 4) == key.astype(np.uint32).tobytes() + bytes(ctypes.c_int(pos))
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def _global_state(numpy_before=None) -> dict[str, Any]:
+    """The global state a call may change. ``numpy_before``: numpy's RNG state before the call, reused as
+    the state after it when the generator did not move (see :func:`_numpy_rng_unchanged`)."""
+    unchanged = numpy_before is not None and _numpy_rng_unchanged(numpy_before)
     state = {
-        "numpy global RNG": np.random.get_state(),
+        "numpy global RNG": numpy_before if unchanged else np.random.get_state(),
         "python random RNG": random.getstate(),
-        "environment variables": dict(os.environ),
+        "environment variables": _environment(),
         "working directory": os.getcwd(),
     }
     torch = sys.modules.get("torch")
@@ -251,7 +296,11 @@ def _global_state() -> dict[str, Any]:
 
 def _same(a, b) -> bool:
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        if not any(isinstance(x, np.ndarray) or hasattr(x, "equal") for x in a):
+            return a == b  # plain data (Python's RNG state: 625 ints): one comparison in C, not one call per item
+        return all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(a, b)
     if hasattr(a, "equal") and hasattr(b, "equal"):  # torch tensors
@@ -259,17 +308,23 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _restore(state: dict[str, Any]) -> None:
-    np.random.set_state(state["numpy global RNG"])
-    random.setstate(state["python random RNG"])
-    if dict(os.environ) != state["environment variables"]:
+def _restore(state: dict[str, Any], changed: Iterable[str] | None = None) -> None:
+    """Put back the global state ``state``: the entries named in ``changed`` (None: all of them). Setting
+    numpy's global RNG state costs about 0.1 ms, so after a call that left it alone it is not set again."""
+    changed = set(state) if changed is None else set(changed)
+    if "numpy global RNG" in changed:
+        np.random.set_state(state["numpy global RNG"])
+    if "python random RNG" in changed:
+        random.setstate(state["python random RNG"])
+    if "environment variables" in changed and _environment() != state["environment variables"]:
         os.environ.clear()
-        os.environ.update(state["environment variables"])
-    if os.getcwd() != state["working directory"]:
+        os.environ.update({_decoded(k): _decoded(v) for k, v in state["environment variables"].items()})
+    if "working directory" in changed and os.getcwd() != state["working directory"]:
         os.chdir(state["working directory"])
     torch = sys.modules.get("torch")
     if torch is not None and "torch RNG" in state:
-        torch.set_rng_state(state["torch RNG"])
+        if "torch RNG" in changed:
+            torch.set_rng_state(state["torch RNG"])
         torch.set_default_dtype(state["torch default dtype"])
         torch.set_grad_enabled(state["torch grad mode"])
 
@@ -279,7 +334,7 @@ def _describe_change(name: str, before, after) -> str:
         return f"{name} {before} -> {after}"
     if name == "environment variables":
         changed = sorted(set(before) ^ set(after) | {k for k in set(before) & set(after) if before[k] != after[k]})
-        return f"environment variables ({', '.join(changed[:3])})"
+        return f"environment variables ({', '.join(_decoded(k) for k in changed[:3])})"
     return name
 
 
@@ -304,9 +359,10 @@ def _invoke(function, converted: dict[str, Any], operation: str):
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise CandidateError(f"{operation} raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
         filters_changed = warnings.filters != filters
-    after = _global_state()
-    _restore(before)
-    changes = [_describe_change(k, before[k], after.get(k)) for k in before if not _same(before[k], after.get(k))]
+    after = _global_state(before["numpy global RNG"])
+    changed = [k for k in before if not _same(before[k], after.get(k))]
+    _restore(before, changed)
+    changes = [_describe_change(k, before[k], after.get(k)) for k in changed]
     if filters_changed:
         changes.append("warnings filters")
     breaking = [c for c in changes if c.startswith(BREAKING_STATE)]

@@ -633,7 +633,10 @@ def vjp(call, weights) -> np.ndarray:
     if isinstance(raw, torch.Tensor) and raw.requires_grad:
         w = torch.as_tensor(np.asarray(weights, dtype=np.float64), device=raw.device).to(raw.dtype).reshape(raw.shape)
         try:
-            (grad,) = torch.autograd.grad(raw, leaf, grad_outputs=w, allow_unused=True, retain_graph=True)
+            # The gradient of the scalar sum(w * kl), not grad_outputs=w: the same vector-Jacobian product bit
+            # for bit (d/d kl of the sum is w exactly), but grad_outputs makes torch import its symbolic-shapes
+            # module, and with it SymPy (half a second the checks need not pay).
+            (grad,) = torch.autograd.grad((raw * w).sum(), leaf, allow_unused=True, retain_graph=True)
         except RuntimeError as exc:
             raise CandidateError(f"kl_penalty returned a tensor autograd cannot differentiate: {exc}") from None
         if grad is not None:
