@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
     check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
-    check.add_argument("-n", "--workers", type=int, default=1, metavar="WORKERS", help="run clauses on this many processes")
+    check.add_argument("-n", "--workers", type=_workers, default=1, metavar="WORKERS",
+                       help="run clauses on this many processes; 'auto': one per usable CPU core (at most 8)")
     check.add_argument("--time-limit", type=float, metavar="SECONDS",
                        help="per-clause limit before the candidate is killed, also for importing it (default: quick 30, ci 120, thorough 600; importing: at least 120)")
     check.add_argument("--memory-limit", type=int, metavar="MB", help="address-space cap per worker (default: RAM / (workers + 1))")
@@ -65,6 +66,26 @@ def _parser() -> argparse.ArgumentParser:
 
     matrix.configure(commands.add_parser("matrix", help="check every library adapter; write docs/conformance.md"))
     return parser
+
+
+AUTO_WORKERS_MAX = 8  # beyond this, starting workers costs more than the 104 clauses save
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _workers(text: str) -> int:
+    """``-n``: a number, or ``auto`` for one worker per usable core (the affinity mask, not the machine's count)."""
+    if text == "auto":
+        return min(usable_cores(), AUTO_WORKERS_MAX)
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number or auto") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +156,12 @@ def cmd_check(args) -> int:
         select(args.only)
         # Isolated runs load the candidate in a worker (a hanging import is killed there).
         candidate = args.candidate if not args.no_isolation else load(args.candidate, device=args.device)
+        if args.no_isolation:  # this process is rlspec's: settle what is loaded, as a worker does
+            from .registry import load_all
+            from .worker import settle
+
+            load_all()
+            settle()
     except (LoadError, UsageError) as exc:
         if args.verbose:
             import traceback

@@ -232,6 +232,14 @@ def test_unloadable_candidates(name, message):
     assert str(info.value) == message.format(path=bad(name))
 
 
+def test_auto_workers_is_one_per_usable_core():
+    from rlspec.checks.cli import AUTO_WORKERS_MAX, _workers, usable_cores
+
+    assert _workers("auto") == min(usable_cores(), AUTO_WORKERS_MAX) >= 1
+    assert _workers("3") == 3
+    assert main(["check", "-n", "auto", "--only", "GAE-SEED-EXAMPLE*"]) == 0
+
+
 def test_workers_give_the_same_verdicts_in_catalogue_order():
     one = run_conformance("reference", isolate=True, workers=1)
     two = run_conformance("reference", isolate=True, workers=2)
