@@ -265,3 +265,29 @@ def test_library_values_come_from_the_matrix():
         pytest.skip("no docs/conformance.json")
     assert values["backtrack_factor"]["sb3_contrib"] == 0.8
     assert re.search(r"declared by: .*sb3_contrib `0\.8`", contract_docs.markdown())
+
+
+# ------------------------------------------------------------------------------------------------
+# known answers
+
+
+def test_known_answers_name_real_clauses_and_use_their_operation():
+    ids = {c.id: c for c in catalogue.clauses()}
+    assert contract.known_answers(), "the contract holds the known answers"
+    for answer in contract.known_answers().values():
+        for clause_id in answer.clauses:
+            assert clause_id in ids and answer.operation in ids[clause_id].operations, (answer.id, clause_id)
+
+
+def test_a_known_answer_with_a_foreign_argument_is_refused(tmp_path, monkeypatch):
+    source = (ROOT / "spec" / "contract" / "10_gae.toml").read_text()
+    (tmp_path / "00_candidate.toml").write_text((ROOT / "spec" / "contract" / "00_candidate.toml").read_text())
+    (tmp_path / "10_gae.toml").write_text(source.replace("lam = 0.5 }", "lam = 0.5, lambda_ = 1 }", 1))
+    monkeypatch.setattr(contract, "CONTRACT_DIR", tmp_path)
+    contract.load.cache_clear()
+    try:
+        with pytest.raises(ContractError, match=r"known answer gae.terminal-after-step-1: inputs/outputs must be gae's"):
+            contract.load()
+    finally:
+        monkeypatch.undo()
+        contract.load.cache_clear()
