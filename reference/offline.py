@@ -61,7 +61,7 @@ def cql_sampled_penalty(q_uniform, q_policy, log_pi, q_data, action_low, action_
 def expectile_loss(target, prediction, tau):
     """|tau - 1(u < 0)| u^2 with u = target - prediction, elementwise; torch (N,) -> (N,)."""
     u = target - prediction
-    weight = torch.where(u < 0, 1.0 - tau, tau)
+    weight = torch.abs(tau - (u < 0).to(u.dtype))  # tau where u >= 0, 1 - tau where u < 0, in u's precision
     return weight * u**2
 
 
