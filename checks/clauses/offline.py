@@ -39,8 +39,9 @@ is doubled for the float64 oracle, which rounds too). ELEMENTARY = 8 bounds exp 
   ``u (2 |gamma V'| + |q|)``.
 * awr_loss: x = beta A (or A / beta) errs by 2 u |x| (beta rounded, the product), exp(x) by (ELEMENTARY
   + 2 |x|) u relative, the clip is exact, the product with log pi by u: the weight's relative error
-  ``e_w = (ELEMENTARY + 2 |x| + 1) u``; where exp(x) is above the clip by more than that, the weight is
-  exactly the clip.
+  ``e_w = (ELEMENTARY + 2 |x| + 1) u``. Clipping in log space, exp(min(x, log W)), rounds log W and its
+  exponential: ``W ELEMENTARY u (2 + |log W|)`` more, also where the weight is surely clipped (exp(x)
+  above W by more than e_w), where min(exp(x), W) is exactly W.
 """
 
 from __future__ import annotations
@@ -310,7 +311,7 @@ class Estimator:
 
     normalisation: str = "mean"  # or "sum"
     form: str = "consistent"  # or "density-inside"
-    uniform: str = "box"  # the uniform log-density: "box" (-sum log widths), "unit" (-D log 2), "half" (-log 2), "none" (0)
+    uniform: str = "box"  # the uniform log-density: "box" (-sum log widths), "unit" (-D log 2), "one" (the first width only), "none" (0)
     policy_sign: int = -1  # -1: Q - log pi (correct); 0: no weight; +1: Q + log pi
     groups: bool = False  # logsumexp over (uniform_i, policy_i) pairs, then the mean (N = M only)
 
@@ -323,7 +324,8 @@ def declared_estimator(ctx, *, normalisation=True, form=True) -> Estimator:
 def sampled_terms(s: Sampled, est: Estimator):
     """The per-sample exponents t (B, n), their log-densities (B, n) and the Q's (B, n)."""
     D = len(s.low)
-    log_u = {"box": log_uniform_density(s.low, s.high), "unit": -D * math.log(2.0), "half": -math.log(2.0), "none": 0.0}[est.uniform]
+    log_u = {"box": log_uniform_density(s.low, s.high), "unit": -D * math.log(2.0), "one": log_uniform_density(s.low[:1], s.high[:1]),
+             "none": 0.0}[est.uniform]
     B, N = s.q_uniform.shape
     densities = np.concatenate([np.full((B, N), log_u), -est.policy_sign * s.log_pi], axis=1) if est.policy_sign else \
         np.concatenate([np.full((B, N), log_u), np.zeros_like(s.log_pi)], axis=1)
@@ -340,6 +342,7 @@ def sampled_oracle(s: Sampled, est: Estimator) -> np.ndarray:
         N = s.q_uniform.shape[1]
         pairs = np.stack([t[:, :N], t[:, N:]], axis=-1)  # (B, N, 2)
         log_z = np.mean(logsumexp_rows(pairs), axis=-1)
+        n = 2  # each group's own count
     else:
         log_z = logsumexp_rows(t)
     if est.normalisation == "mean":
@@ -395,7 +398,8 @@ def sampled_alternatives(s: Sampled, est: Estimator):
         (dataclasses.replace(est, uniform="none", policy_sign=0), "no importance weights at all: logsumexp of the raw Q's"),
         (dataclasses.replace(est, uniform="unit"), "the uniform density is that of [-1, 1]^D (log 0.5^D) whatever the box "
                                                    "(TorchRL CQLLoss and Tianshou CQL hard-code it)"),
-        (dataclasses.replace(est, uniform="half"), "the uniform log-density is log(0.5), not log(0.5^D): the dimension count is missing"),
+        (dataclasses.replace(est, uniform="one"), "the uniform log-density covers one dimension only (log 0.5 in place of log 0.5^D on "
+                                                  "[-1, 1]^D): the dimension count is missing"),
         (dataclasses.replace(est, normalisation=other_norm),
          f"the importance weights are {'summed' if other_norm == 'sum' else 'averaged'}: declare cql_sampled_normalisation = {other_norm!r}"),
         (dataclasses.replace(est, form=other_form), f"the temperature form is {other_form!r}: declare cql_temperature_form = {other_form!r}"
@@ -480,7 +484,8 @@ def sampled_uniform_density(ctx):
         log_volume = -log_uniform_density(low, high)
         s = Sampled(np.full((2, 3), 1.5), np.full((2, 2), 1.5), np.full((2, 2), -log_volume), np.array([0.0, 1.5]),
                     np.array(low), np.array(high), 1.0, 1.0)
-        check_sampled_values(ctx, s, est, what=f"Q = 1.5 on the box {low} x {high} (D = {D}, log-volume {log_volume:.6g})")
+        box = " x ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(low, high))
+        check_sampled_values(ctx, s, est, what=f"Q = 1.5 on the box {box} (D = {D}, log-volume {log_volume:.6g})")
     ctx.property(sampled_problems(temperature=1.0), lambda s: check_sampled_values(ctx, s, est, what="drawn box"), label="drawn",
                  max_examples=drawn_examples(ctx))
 
@@ -714,7 +719,7 @@ def expectile_of(x, p, tau) -> float:
 
 def expected_derivative(ctx, x, p, tau, m):
     """The candidate's sum_k p_k d loss(x_k, m) / dm, the exact value at the m it received, and a tolerance."""
-    _, got, call, t, pred = check_expectile(ctx, x, np.full(len(x), m), tau, what=f"targets {list(np.round(x, 6))} at prediction {m:.6g}")
+    _, got, call, t, pred = check_expectile(ctx, x, np.full(len(x), m), tau, what=f"targets {', '.join(f'{v:.6g}' for v in x)} at prediction {m:.6g}")
     weighted = math.fsum(np.asarray(p) * got)
     exact = math.fsum(np.asarray(p) * -2 * expectile_weight(t - pred, tau) * (t - pred))
     _, derivative, _, dtol = expectile_tolerances(t, pred, tau, call.unit_roundoff)
@@ -893,8 +898,10 @@ def weight_error(rule: WeightRule, advantages, beta, u) -> np.ndarray:
     w = rule.weight(advantages, beta)
     bound = w * e_w
     if rule.max_weight is not None:
+        # surely clipped: the weight is the clip, exactly for min(exp(x), W); exp(min(x, log W)) rounds log W and its exp
         surely = np.exp(np.minimum(x - e_w * np.maximum(1.0, np.abs(x)), 700.0)) > rule.max_weight
-        bound = np.where(surely, 0.0, np.minimum(bound, raw * e_w))
+        clipped = rule.max_weight * ELEMENTARY * u * (2 + abs(math.log(rule.max_weight)))
+        bound = np.where(surely, clipped, np.minimum(bound, raw * e_w) + clipped)
     return bound
 
 
@@ -990,7 +997,7 @@ def awr_clip(ctx):
         xs = np.array([edge - 0.5, edge - 1e-3, edge + 1e-3, edge + 0.5, 6.0, 10.0, 100.0, 101.0, 1000.0, 1e4])
     for beta in (1.0, 3.0):
         adv = xs / beta if rule.beta == "inverse-temperature" else xs * beta
-        check_awr(ctx, np.linspace(-2.0, -0.5, len(xs)), adv, beta, what=f"exponents {list(xs)}", cause=cause)
+        check_awr(ctx, np.linspace(-2.0, -0.5, len(xs)), adv, beta, what=f"exponents {', '.join(f'{x:.6g}' for x in xs)}", cause=cause)
     a = AWR_KNOWN.arrays()
     check_awr(ctx, a["log_prob"], a["advantages"], float(a["beta"]), what=f"known answer {AWR_KNOWN.id}", cause=cause)
 
