@@ -79,7 +79,8 @@ def rounded(x, dtype) -> np.ndarray:
 
 
 def drawn_examples(ctx) -> int:
-    return max(4, ctx.profile.max_examples // 2)
+    """Examples per property: a third of the profile's count, at least 4 (the fixed cases come first)."""
+    return max(4, ctx.profile.max_examples // 3)
 
 
 def dyadic_distribution(draw, K, label="probabilities", denominator=16):

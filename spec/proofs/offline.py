@@ -181,7 +181,7 @@ def _importance_sampled_partition(weight=consistent_weight) -> ProofResult:
     every temperature T > 0; the mean of samples drawn from different proposals (uniform and policy), each weighted
     by its own proposal's density, is unbiased too. The uniform density on a box is exp(-sum_d log(h_d - l_d)), so
     a constant Q = c gives log Z = c + log(volume). The density-inside form exp((Q - log p) / T) is unbiased only
-    at T = 1 (or for a uniform proposal): E_p[...] = sum_a exp(Q_a / T) p_a^(1 - 1/T).""",
+    at T = 1 (for a uniform proposal, up to a constant factor): E_p[...] = sum_a exp(Q_a / T) p_a^(1 - 1/T).""",
     assumptions="""Finite action sets (counting measure) of K = 2..4 actions with symbolic positive proposal
     probabilities summing to 1, symbolic real Q and T > 0; two proposals over 3 actions for the mixture; boxes of
     D = 1..3 dimensions with positive widths (the density and the log-volume by integration). The density-inside
