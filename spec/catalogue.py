@@ -19,7 +19,6 @@ that proof ids exist in ``spec.proofs.PROOFS`` is checked by the tests, not at e
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -45,6 +44,8 @@ class CatalogueError(ValueError):
 
 
 def _nearest(word: str, choices) -> str:
+    import difflib  # only on the error path
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
