@@ -24,8 +24,8 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
 - ``gae`` (time-major, the classic chapter): each column is cut into episode segments at
   ``terminated | truncated`` and at the rollout's end, one right-padded row each (mask 0 after the
   segment). verl has no done, truncation or bootstrap input: a segment that was not terminated
-  (truncated, or the rollout's last) gets ``gamma * next_values[t]`` folded into its last reward, as
-  the research notes' adapter does (§2.3). Raw advantages as for ``token_gae``.
+  (truncated, or the rollout's last) gets ``gamma * next_values[t]`` folded into its last reward
+  (checks/adapters/_rows.py). Raw advantages as for ``token_gae``.
 - ``assemble_rewards``: verl's two real steps on a controlled ``DataProto``:
   ``experimental/reward_loop/reward_manager/base.py`` ``RewardManagerBase.assemble_rm_scores``
   (0.9.1's default reward loop: the score at ``valid_response_length - 1``, where
