@@ -42,8 +42,8 @@ VERSION = 1  # the format's version: docs/vectors.md says what changes it
 U = {"float64": 2.0**-53, "float32": 2.0**-24}
 MAX_ELEMENTS = 256  # inputs larger than this are left to the clause checks
 PER_OPERATION = 12  # at most this many cases of one operation besides its known answers
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "vectors" / "schema.json"
+ROOT = Path(__file__).resolve().parents[1]  # a checkout's root (tests/mutants lives there)
+SCHEMA = Path(catalogue.__file__).with_name("vectors.schema.json")  # the format's JSON Schema, copied into every set
 
 
 # ------------------------------------------------------------------------------------------------
@@ -821,6 +821,7 @@ def generate(out: Path, *, mutant_folder: Path, seed: int = 0, progress: Callabl
         if not entry["caught_by"]:
             entry["not_caught"] = not_caught_reason(m, entry["operations"])
     (out / "manifest.json").write_text(dumps(manifest), encoding="utf-8")
+    (out / "schema.json").write_bytes(SCHEMA.read_bytes())
     return manifest
 
 
@@ -955,4 +956,99 @@ def run(candidate: Candidate, folder: Path, on_result: Callable[[VectorResult], 
             results.append(outcome)
             if on_result:
                 on_result(outcome)
+    return results
+
+
+def _child(conn, spec: str, folder: str) -> None:
+    """The worker of an isolated vector run: load the candidate, then answer one case index at a time."""
+    import os
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    from .loader import LoadError, load
+
+    try:
+        candidate = load(spec)
+        manifest, files = read(Path(folder))
+    except (LoadError, VectorError) as exc:
+        conn.send(("load-error", str(exc)))
+        return
+    cases = [data for entry in manifest["files"] for data in files[entry["operation"]]["cases"]]
+    conn.send(("loaded", len(cases)))
+    while True:
+        try:
+            index = conn.recv()
+        except (EOFError, OSError):
+            return
+        if index is None:
+            return
+        conn.send(("result", run_case(candidate, case_from_json(cases[index]))))
+
+
+def run_isolated(spec: str, folder: Path, *, time_limit: float = 30.0, load_limit: float = 120.0,
+                 on_result: Callable[[VectorResult], None] | None = None) -> list[VectorResult]:
+    """``run`` in a worker process the suite can kill: a case that hangs or crashes the worker costs its
+    own time limit and gets ``error``; a fresh worker takes the next case. LoadError/VectorError if the
+    candidate or the set cannot be loaded."""
+    import multiprocessing
+
+    from .loader import LoadError
+
+    manifest, files = read(folder)  # the set is checked here first: a bad set is one clear line, not a worker's
+    cases = [data for entry in manifest["files"] for data in files[entry["operation"]]["cases"]]
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    results: list[VectorResult] = []
+
+    def start():
+        parent, child = context.Pipe()
+        process = context.Process(target=_child, args=(child, spec, str(folder)), daemon=True)
+        process.start()
+        child.close()
+        if not parent.poll(load_limit):
+            process.kill()
+            raise LoadError(f"cannot load candidate: timed out after {load_limit:g} s while importing it")
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):
+            raise LoadError("cannot load candidate: the worker died while importing it") from None
+        if kind == "load-error":
+            process.join(1)
+            raise LoadError(payload)
+        return parent, process
+
+    conn, process = start()
+    try:
+        for index, data in enumerate(cases):
+            conn.send(index)
+            message = None
+            if conn.poll(time_limit):
+                try:
+                    _, outcome = conn.recv()
+                except (EOFError, OSError):
+                    process.join(2)
+                    message = f"the candidate crashed the worker process (exit code {process.exitcode})"
+            else:
+                message = f"timed out after {time_limit:g} s"
+            if message is not None:
+                process.kill()
+                process.join(2)
+                outcome = VectorResult(data["id"], data["operation"], "error", message, data["clauses"], data["flags"])
+                if index + 1 < len(cases):
+                    conn, process = start()
+            results.append(outcome)
+            if on_result:
+                on_result(outcome)
+    finally:
+        try:
+            conn.send(None)
+        except (OSError, ValueError):
+            pass
+        process.join(1)
+        if process.is_alive():
+            process.kill()
     return results
