@@ -102,13 +102,6 @@ def rule(operation: str):
     return register
 
 
-# The cases a vector can hold: plain data in and out. Operations on objects (a policy, an optimizer, an
-# environment) are judged by the clause checks only.
-VECTOR_OPERATIONS = ("gae", "rewards_to_go", "reinforce_loss", "actor_critic_losses", "ppo_clip_loss", "ppo_value_loss",
-                     "normalize_advantages", "ppo_entropy_loss", "kl_estimate", "kl_coefficient_update",
-                     "conjugate_gradient", "natural_step", "line_search", "diag_gaussian_log_prob",
-                     "diag_gaussian_entropy", "tanh_gaussian_log_prob", "scaled_tanh_gaussian_log_prob", "token_gae",
-                     "assemble_rewards", "group_advantages", "aggregate_loss", "token_ppo_loss", "kl_penalty")
 MATRIX_INPUTS = {"conjugate_gradient": ("matvec", "A"), "natural_step": ("fvp", "F")}  # callable -> the matrix behind it
 
 
@@ -379,6 +372,12 @@ def _kl_penalty(x, ref, u, conv):
     a, b, kind, c = x["logp"], x["logp_ref"], x["kind"], x.get("logp_old")
     return {"kl": Bound.of(grpo.penalty_values(kind, a, b), grpo.value_tolerance(kind, a, b, c, u)),
             _grad("logp", "sum kl"): Bound.of(grpo.token_derivative(kind, a, b, c), grpo.derivative_tolerance(kind, a, b, c, u))}
+
+
+# The operations a vector can hold: those with a rule (plain data in and out, in contract order). Operations on
+# objects (a policy, an optimizer, an environment) are judged by the clause checks only.
+VECTOR_OPERATIONS = tuple(op for op in contract.operations() if op in RULES)
+OBJECT_TYPES = ("object", "mapping")
 
 
 class _DefaultContext:
@@ -828,7 +827,12 @@ def generate(out: Path, *, mutant_folder: Path, seed: int = 0, progress: Callabl
 def not_caught_reason(mutant: Mutant, operations: list[str]) -> str:
     provided = sorted(set(mutant.candidate.operations) - set(VECTOR_OPERATIONS))
     if not operations:
-        return f"its operation ({', '.join(provided) or '?'}) takes objects (a policy, an optimizer, an environment): judged by the clause checks only"
+        spec = contract.operations()
+        objects = [op for op in provided if any(a.type in OBJECT_TYPES or (a.type == "callable" and op not in MATRIX_INPUTS)
+                                                for a in spec[op].inputs)]
+        if objects == provided:
+            return f"its operation ({', '.join(provided) or '?'}) takes objects (a policy, an optimizer, an environment): judged by the clause checks only"
+        return f"no vector rule is written for {', '.join(provided)} yet (checks/vectors.py RULES)"
     declared = contract.plain(mutant.candidate.conventions)
     if declared:
         covered = [d for op in operations for d in CONVENTION_CASES.get(op, [])]
