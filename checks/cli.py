@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-isolation", action="store_true",
                        help="run the candidate in this process: faster start, but no time or memory limit")
     check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+    check.add_argument("--vectors", metavar="DIR", help="run the candidate on a vector set (rlspec vectors) instead of the clauses")
+
+    vectors = commands.add_parser("vectors", help="write the known-answer vector set (JSON, any language can run it)")
+    vectors.add_argument("out", metavar="OUT", help="folder for the vector files (the repository keeps them in vectors/)")
+    vectors.add_argument("--mutants", metavar="DIR", help="the mutant catalogue the flags come from (default: tests/mutants of this checkout)")
 
     listing = commands.add_parser("list", help="print the clause catalogue")
     listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
+    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -102,6 +107,8 @@ def _write(path: str, text: str, terminal) -> None:
 
 
 def cmd_check(args) -> int:
+    if args.vectors:
+        return cmd_check_vectors(args)
     from . import report
     from .engine import UsageError, run_conformance
     from .loader import LoadError, load
@@ -188,6 +195,65 @@ def cmd_check(args) -> int:
     if run.incomplete:
         return 130
     return EXIT_OK if run.ok else EXIT_FAIL
+
+
+def cmd_check_vectors(args) -> int:
+    """``rlspec check --vectors DIR``: the candidate on every case of a vector set, one line per case."""
+    from . import vectors
+    from .loader import LoadError
+
+    if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers != 1:
+        print("rlspec: --vectors runs every case as written; --only, --profile, --dtype, --xfail, --junit and -n do not "
+              "apply", file=sys.stderr)
+        return EXIT_USAGE
+    terminal = sys.stderr if args.json == "-" else sys.stdout
+    started = time.perf_counter()
+
+    def row(result):
+        terminal.write(f"  {result.status:<13} {result.id:<64} {result.operation}\n")
+        terminal.flush()
+
+    try:
+        if args.no_isolation:
+            from .loader import load
+
+            results = vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
+        else:
+            results = vectors.run_isolated(args.candidate, Path(args.vectors), time_limit=args.time_limit or 30.0,
+                                           load_limit=args.time_limit or 120.0, on_result=row)
+    except (LoadError, vectors.VectorError) as exc:
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "skip", "not-provided")}
+    for result in results:
+        if result.status in ("fail", "error"):
+            terminal.write(f"\n{result.id} ({result.operation}): {result.status}\n    {result.message}\n"
+                           f"    clauses: {', '.join(result.clauses)}\n")
+    seconds = time.perf_counter() - started
+    terminal.write(f"{len(results)} vectors: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {seconds:.1f} s\n")
+    if args.json:
+        report = {"rlspec": "0.1.0", "candidate": args.candidate, "vectors": str(args.vectors), "format": vectors.FORMAT,
+                  "version": vectors.VERSION, "cases": [r.to_json() for r in results], "summary": counts,
+                  "seconds": round(seconds, 3)}
+        _write(args.json, json.dumps(report, indent=2) + "\n", terminal)
+    return EXIT_FAIL if counts["fail"] or counts["error"] else EXIT_OK
+
+
+def cmd_vectors(args) -> int:
+    from . import vectors
+
+    folder = Path(args.mutants) if args.mutants else vectors.ROOT / "tests" / "mutants"
+    if not folder.is_dir():
+        print(f"rlspec: the flags come from the mutant catalogue; no folder {folder} (an rlspec checkout has tests/mutants; "
+              "--mutants DIR)", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    manifest = vectors.generate(Path(args.out), mutant_folder=folder, progress=lambda text: print(f"  {text}", flush=True))
+    caught = sum(bool(m["caught_by"]) for m in manifest["mutants"].values())
+    cases = sum(f["cases"] for f in manifest["files"])
+    print(f"wrote {cases} vectors in {len(manifest['files'])} files to {args.out}: {caught} of {len(manifest['mutants'])} "
+          f"mutants caught (manifest.json says why the others are not) in {time.perf_counter() - started:.1f} s")
+    return EXIT_OK
 
 
 def cmd_matrix(args) -> int:
