@@ -135,9 +135,10 @@ def _draw(axes, by_subject):
         for i, (K, r) in enumerate(m["epochs"].items()):
             cf, kl = np.asarray(r["clip_fraction"]), np.asarray(r["kl"])
             x = np.arange(1, cf.shape[1] + 1)
+            name = f"{K} epoch" + ("" if K == "1" else "s")
             se = cf.std(axis=0, ddof=1) / np.sqrt(len(cf))
-            left.errorbar(x, cf.mean(axis=0), yerr=se, color=f"C{i}", capsize=2, ms=3, label=label(subject, f"{K} epoch{'' if K == "1" else "s"}", by_subject), **STYLE[subject])
-            right.semilogy(x, kl.mean(axis=0), color=f"C{i}", ms=3, label=label(subject, f"{K} epoch{'' if K == "1" else "s"}", by_subject), **STYLE[subject])
+            left.errorbar(x, cf.mean(axis=0), yerr=se, color=f"C{i}", capsize=2, ms=3, label=label(subject, name, by_subject), **STYLE[subject])
+            right.semilogy(x, kl.mean(axis=0), color=f"C{i}", ms=3, label=label(subject, name, by_subject), **STYLE[subject])
     left.axhline(THRESHOLD, color="0.5", lw=0.8, ls=":", label=f"{THRESHOLD} rule of thumb")
     left.set(title=f"clip fraction (|r - 1| > {EPS}) per epoch", xlabel="epoch", ylabel="fraction of the batch, mean ± s.e. over seeds")
     right.axhline(H.TRAINER.target_kl, color="0.5", lw=0.8, ls=":", label=f"target_kl {H.TRAINER.target_kl} (off here)")
