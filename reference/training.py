@@ -55,6 +55,7 @@ class Rollout:
     next_values: np.ndarray  # (T,) V_old of the real next observation (the final one at an episode end)
     terminated: np.ndarray  # (T,) bool
     truncated: np.ndarray  # (T,) bool
+    next_obs: np.ndarray | None = None  # (T,) int: the real next observation (the final one at an episode end)
 
 
 def collect_rollout(env, logits, values, steps, rng, state) -> Rollout:
@@ -86,6 +87,7 @@ def collect_rollout(env, logits, values, steps, rng, state) -> Rollout:
         next_values=critic[next_obs],  # the final observation at an episode end, not the reset one
         terminated=np.array(buf["terminated"], dtype=bool),
         truncated=np.array(buf["truncated"], dtype=bool),
+        next_obs=next_obs,
     )
 
 

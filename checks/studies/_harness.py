@@ -55,6 +55,7 @@ class Batch:
     """One rollout as ppo_update receives it (torch float64), plus what the studies score it with."""
 
     states: np.ndarray  # (T,) int: s_t
+    next_states: np.ndarray  # (T,) int: s_{t+1}, the final observation at an episode end
     obs: torch.Tensor  # (T, S) one-hot
     actions: torch.Tensor  # (T,) int64
     logp_old: torch.Tensor  # (T,) log pi_old(a_t|s_t), stored at collection time
@@ -111,7 +112,7 @@ def collect(learner: Learner, steps: int = TRAINER.rollout_steps, gamma: float =
     with torch.no_grad():
         values, logp, _ = p.evaluate_actions(obs, actions)  # what a collector stores while acting
     adv, ret = gae(r.rewards, r.values, r.next_values, r.terminated, r.truncated, gamma, lam)
-    return Batch(r.obs, obs, actions, logp.clone(), torch.from_numpy(adv), torch.from_numpy(ret), values.clone(),
+    return Batch(r.obs, r.next_obs, obs, actions, logp.clone(), torch.from_numpy(adv), torch.from_numpy(ret), values.clone(),
                  r.rewards, r.terminated, r.truncated, learner.W)
 
 
