@@ -57,7 +57,7 @@ def run(name: str, candidate=None, seeds: int | None = None, size: str = DEFAULT
         raise StudyError(f"unknown size {size!r}; use {', '.join(study.SIZES)}")
     seeds = study.SEEDS[size] if seeds is None else int(seeds)
     if seeds < study.MIN_SEEDS:
-        raise StudyError(f"{name} needs --seeds >= {study.MIN_SEEDS} (its tests could not reject the claim with fewer: "
+        raise StudyError(f"needs --seeds >= {study.MIN_SEEDS} (its tests could not reject the claim with fewer: "
                          f"the smallest sign-flip p-value with n seeds is 2^-n)")
     reference_ops = _reference_ops(study.OPERATIONS)
     spec = "reference" if candidate is None else candidate.spec

@@ -108,9 +108,16 @@ class StudyResult:
     def text(self) -> str:
         lines = [f"{self.study}: {self.title}",
                  f"candidate {self.candidate} · {self.seeds} seeds · size {self.size} · "
-                 + ", ".join(f"{op} from the {who}" for op, who in self.operations.items()),
+                 + (", ".join(f"{op} from the {who}" for op, who in self.operations.items()) or "no candidate operation (exact dynamic programming)"),
                  "", self.table.text(), ""]
-        lines += [c.line() for c in self.claims]
+        judged = [c for c in self.claims if not c.id.startswith("reference:")]
+        shown = [c for c in self.claims if c.id.startswith("reference:")]
+        if shown:
+            lines.append("claims, judged on the candidate's run:")
+        lines += [c.line() for c in judged]
+        if shown:
+            lines.append("the same claims on the reference's run, for comparison:")
+            lines += [c.line() for c in shown]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
