@@ -20,7 +20,7 @@ al., "The 37 Implementation Details of PPO", ICLR Blog Track 2022: clipfrac as a
 
 1. with log pi_old recomputed every ratio is 1, so the clip fraction is pinned at 0 on every step;
 2. the recomputed update equals vanilla policy-gradient steps (the same parameters, to rounding);
-3. with log pi_old stored the clip acts: the clip fraction of the last epoch is above 0;
+3. with log pi_old stored the ratios reach the clip: the clip fraction of the last epoch is above 0;
 4. without the clip the policy moves further: KL(pi_old || pi_new) is larger recomputed than stored.
 """
 
@@ -143,8 +143,9 @@ def claims(m: dict) -> list[Claim]:
                      diff <= PARAMETER_TOL, f"largest difference {diff:.3g} (the stored update differs from vanilla PG by at least {contrast:.3g})"))
     last = np.asarray(m["clip_fraction_stored_last_epoch"])
     p = sign_flip_p(last)
-    out.append(Claim("stored-clips", "with log pi_old stored the clip acts: the last epoch's clip fraction is above 0", SOURCES[1],
-                     f"per-seed clip fraction of the stored update's last epoch > 0: one-sided sign-flip test, p < {ALPHA}",
+    out.append(Claim("stored-clips", "with log pi_old stored the ratios reach the clip: the last epoch's clip fraction is above 0", SOURCES[1],
+                     f"per-seed clip fraction of the stored update's last epoch (the batch's ratios against the stored log pi_old) > 0: "
+                     f"one-sided sign-flip test, p < {ALPHA}",
                      p < ALPHA, f"clip fraction {fmt_mean(last)}, p = {p:.2g}"))
     kl_s = np.array([k[-1] for k in m["kl_stored"]])
     kl_r = np.array([k[-1] for k in m["kl_recomputed"]])
