@@ -175,6 +175,8 @@ def test_baseline_ablation_claims_fail_on_wrong_data(small):
     lower = dict(equal)
     lower.update({f"{c} | baseline/grad_norm_variance": [0.1] * n for c in studies.module("baseline-ablation").CONDITIONS})
     assert verdicts("baseline-ablation", doctor(r, **lower))["baseline-cuts-variance"]
+    lower.update({"none | baseline/grad_norm_variance": [1.0 + 0.01 * s for s in range(n)]})  # unshifted: reported, not judged
+    assert verdicts("baseline-ablation", doctor(r, **lower))["baseline-cuts-variance"]
 
 
 def test_sign_flip_p_is_exact():
