@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..spec import catalogue
+from ..spec import catalogue, contract
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -47,9 +47,18 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-isolation", action="store_true",
                        help="run the candidate in this process: faster start, but no time or memory limit")
     check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+    check.add_argument("--vectors", metavar="DIR", help="run the candidate on a vector set (rlspec vectors) instead of the clauses")
+
+    vectors = commands.add_parser("vectors", help="write the known-answer vector set (JSON, any language can run it)")
+    vectors.add_argument("out", metavar="OUT", help="folder for the vector files (the repository keeps them in vectors/)")
+    vectors.add_argument("--mutants", metavar="DIR", help="the mutant catalogue the flags come from (default: tests/mutants of this checkout)")
 
     listing = commands.add_parser("list", help="print the clause catalogue")
     listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+
+    contract_cmd = commands.add_parser("contract", help="the operations, conventions and declarations a candidate may use")
+    contract_cmd.add_argument("--format", choices=["text", "json", "markdown", "readme"], default="text",
+                              help="markdown: docs/contract.md; readme: the README's protocol table")
 
     explain = commands.add_parser("explain", help="statement, sources, proof, reference code and checks of a clause")
     explain.add_argument("clause")
@@ -81,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix}[args.command]
+    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -105,6 +114,8 @@ def _write(path: str, text: str, terminal) -> None:
 
 
 def cmd_check(args) -> int:
+    if args.vectors:
+        return cmd_check_vectors(args)
     from . import report
     from .engine import UsageError, run_conformance
     from .loader import LoadError, load
@@ -193,6 +204,65 @@ def cmd_check(args) -> int:
     return EXIT_OK if run.ok else EXIT_FAIL
 
 
+def cmd_check_vectors(args) -> int:
+    """``rlspec check --vectors DIR``: the candidate on every case of a vector set, one line per case."""
+    from . import vectors
+    from .loader import LoadError
+
+    if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers != 1:
+        print("rlspec: --vectors runs every case as written; --only, --profile, --dtype, --xfail, --junit and -n do not "
+              "apply", file=sys.stderr)
+        return EXIT_USAGE
+    terminal = sys.stderr if args.json == "-" else sys.stdout
+    started = time.perf_counter()
+
+    def row(result):
+        terminal.write(f"  {result.status:<13} {result.id:<64} {result.operation}\n")
+        terminal.flush()
+
+    try:
+        if args.no_isolation:
+            from .loader import load
+
+            results = vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
+        else:
+            results = vectors.run_isolated(args.candidate, Path(args.vectors), time_limit=args.time_limit or 30.0,
+                                           load_limit=args.time_limit or 120.0, on_result=row)
+    except (LoadError, vectors.VectorError) as exc:
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "skip", "not-provided")}
+    for result in results:
+        if result.status in ("fail", "error"):
+            terminal.write(f"\n{result.id} ({result.operation}): {result.status}\n    {result.message}\n"
+                           f"    clauses: {', '.join(result.clauses)}\n")
+    seconds = time.perf_counter() - started
+    terminal.write(f"{len(results)} vectors: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {seconds:.1f} s\n")
+    if args.json:
+        report = {"rlspec": "0.1.0", "candidate": args.candidate, "vectors": str(args.vectors), "format": vectors.FORMAT,
+                  "version": vectors.VERSION, "cases": [r.to_json() for r in results], "summary": counts,
+                  "seconds": round(seconds, 3)}
+        _write(args.json, json.dumps(report, indent=2) + "\n", terminal)
+    return EXIT_FAIL if counts["fail"] or counts["error"] else EXIT_OK
+
+
+def cmd_vectors(args) -> int:
+    from . import vectors
+
+    folder = Path(args.mutants) if args.mutants else vectors.ROOT / "tests" / "mutants"
+    if not folder.is_dir():
+        print(f"rlspec: the flags come from the mutant catalogue; no folder {folder} (an rlspec checkout has tests/mutants; "
+              "--mutants DIR)", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    manifest = vectors.generate(Path(args.out), mutant_folder=folder, progress=lambda text: print(f"  {text}", flush=True))
+    caught = sum(bool(m["caught_by"]) for m in manifest["mutants"].values())
+    cases = sum(f["cases"] for f in manifest["files"])
+    print(f"wrote {cases} vectors in {len(manifest['files'])} files to {args.out}: {caught} of {len(manifest['mutants'])} "
+          f"mutants caught (manifest.json says why the others are not) in {time.perf_counter() - started:.1f} s")
+    return EXIT_OK
+
+
 def cmd_matrix(args) -> int:
     from . import matrix
 
@@ -259,6 +329,20 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_contract(args) -> int:
+    from . import contract_docs
+
+    if args.format == "json":
+        print(json.dumps(contract_docs.as_json(), indent=2))
+    elif args.format == "markdown":
+        sys.stdout.write(contract_docs.markdown() + "\n")
+    elif args.format == "readme":
+        print(contract_docs.readme_table())
+    else:
+        print(contract_docs.text())
+    return EXIT_OK
+
+
 def cmd_explain(args) -> int:
     from . import reference_candidate
     from .registry import load_all
@@ -279,6 +363,10 @@ def cmd_explain(args) -> int:
         out += ["real bugs it targets (research/bugs.md):"] + [f"  {b}" for b in clause.bugs]
     if clause.notes:
         out += ["notes:", wrap(clause.notes)]
+    affecting = [k for k in contract.conventions().values() if clause.id in k.clauses]
+    if affecting:
+        out += ["conventions (RLSPEC_CONVENTIONS) that affect it:"]
+        out += [wrap(f"{k.key}: {k.allowed_text()}; default {k.default!r}. {k.meaning}", "  ") for k in affecting]
     for proof_id in clause.proofs:
         proof = PROOFS[proof_id]
         verdict = proof()
