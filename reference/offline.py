@@ -19,12 +19,11 @@ The policy's log-densities are constants of the critic's loss (detached): the pe
 IQL (Kostrikov, Nair, Levine 2021, "Offline Reinforcement Learning with Implicit Q-Learning",
 arXiv:2110.06169). With u = target - prediction,
 
-    L_2^tau(u) = |tau - 1(u < 0)| u^2                                         (eq. 3; tau > 1/2 weights
-                                                                              under-prediction more)
-    V(s) regresses on min_k Q'_k(s, a_data) (the target critics at the dataset action, eq. 5)
-    Q(s, a) regresses on r + gamma (1 - terminated) V(s')                     (eq. 6; a time-limit end
-                                                                              is not terminal)
-    actor: -exp(beta (Q'(s, a) - V(s))) log pi(a | s), the weight detached and clipped at 100  (eq. 7)
+    L_2^tau(u) = |tau - 1(u < 0)| u^2         (§4.1; tau > 1/2 weights under-prediction more)
+    V(s) regresses on min_k Q'_k(s, a_data)   (the value loss: the target critics at the dataset action)
+    Q(s, a) regresses on r + gamma (1 - terminated) V(s')   (the critic loss; a time-limit end is not terminal)
+    actor: -exp(beta (Q'(s, a) - V(s))) log pi(a | s), the weight detached and clipped at 100
+                                              (policy extraction)
 
 The weight is advantage-weighted regression's (Peng, Kumar, Zhang, Levine 2019, arXiv:1910.00177),
 with beta an inverse temperature; the clip (100 in the authors' code) is taken after the exponential.

@@ -1,6 +1,6 @@
 """Proofs for the offline-RL chapter: CQL(H)'s log-partition penalty and its importance-sampled estimate
 (Kumar et al. 2020, arXiv:2006.04779, eq. 4 and Appendix F), IQL's expectile regression (Kostrikov et al.
-2021, arXiv:2110.06169, eq. 3) and the advantage-weighted target policy (Peng et al. 2019,
+2021, arXiv:2110.06169, §4.1) and the advantage-weighted target policy (Peng et al. 2019,
 arXiv:1910.00177, §3).
 
 Action sets are finite with A = 2..5 actions. A softmax over Q is written with e_a = exp(Q_a) (positive
