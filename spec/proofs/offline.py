@@ -97,6 +97,11 @@ def _logsumexp_penalty_bounds(log_partition=exact_log_partition) -> ProofResult:
     entropy = -sum(n * sp.log(n) for n in nu)
     steps.append(identity(sp.expand((T * (kl + entropy)).subs(on_nu)), sp.expand((T * L - sum(n * q for n, q in zip(nu, Q))).subs(on_nu)),
                           "A = 3: T logsumexp(Q / T) - E_nu Q = T (KL(nu || softmax(Q / T)) + H(nu))"))
+    # (6) without the entropy the linear form E_mu Q - Q(a_data) needs mu greedy: with mu = softmax(Q), Q = (0, 1) and
+    # the data on action 1 it is e / (1 + e) - 1 = -1 / (1 + e) < 0
+    linear = sp.E / (1 + sp.E) * 1 + 1 / (1 + sp.E) * 0 - 1
+    steps.append(identity(linear, -1 / (1 + sp.E), "Q = (0, 1), data action 1: E_softmax(Q) Q - Q(a_data) = -1 / (1 + e)"))
+    steps.append(positive(1 / (1 + sp.E), "1 / (1 + e), so the linear form is negative there"))
     return combine(steps)
 
 
@@ -107,7 +112,10 @@ def _logsumexp_penalty_bounds(log_partition=exact_log_partition) -> ProofResult:
     above every average of Q); (ii) per sample, logsumexp Q - max Q = log(1 + sum_{a != a*} exp(Q_a - max Q)) lies
     in (0, log A], so logsumexp Q > max Q >= Q(s, a_data) for every dataset action; (iii) the expected gradient
     in Q is softmax(Q) - nu, zero exactly when the data's action distribution is softmax(Q), where the expected
-    penalty is H(nu); (iv) with a temperature, T logsumexp(Q / T) - E_nu Q = T (KL(nu || softmax(Q / T)) + H(nu)).""",
+    penalty is H(nu); (iv) with a temperature, T logsumexp(Q / T) - E_nu Q = T (KL(nu || softmax(Q / T)) + H(nu)).
+    (v) The entropy is what makes it hold for every data distribution: the linear form E_mu Q - Q(s, a_data) of
+    CQL's un-regularised family is non-negative for every dataset action only when mu is greedy in Q; with mu =
+    softmax(Q), Q = (0, 1) and the data's action 1 it is -1 / (1 + e).""",
     assumptions="""A finite action set, A = 2..5 (the temperature identity for A = 3); Q real and finite; nu a
     distribution with positive symbolic probabilities summing to 1 (an action nu never takes contributes 0 to
     the expectations); the greedy action's gaps to the others positive (ties: the limit, the bounds still hold
