@@ -844,7 +844,11 @@ def separate_twins(case: Case, eps, u) -> Case:
     return replace(case, nets=nets)
 
 
-def sac_actor_expected(case: Case, u, eps, *, reduce=np.minimum, log_prob_gradient=True, action_gradient=True):
+def sac_actor_expected(case: Case, u, eps, *, reduce=np.minimum, log_prob_gradient=True, action_gradient=True, jacobian=True,
+                       score_only=False):
+    """Loss, tolerance, expected gradients and tolerances, and the sample. The keywords give known-wrong versions: the critics'
+    pathwise term or log pi's dropped, the tanh Jacobian missing, or a non-reparameterised sample (dist.sample(): only the
+    density's own dependence on mean and log_std, d log N(u) / d mean = noise / sigma, d / d log_std = noise^2 - 1)."""
     n, s = case.nets, case.obs
     O, B = s.shape[1], case.B
     sample = squashed_sample(n["policy"], s, case.noise, eps, u)
@@ -862,8 +866,13 @@ def sac_actor_expected(case: Case, u, eps, *, reduce=np.minimum, log_prob_gradie
         inside = slope + eps
         dlogp = 2 * t * slope / inside
         dlogp_err = (2 * sample.action_err + 2 * np.abs(t) * (2 * np.abs(t) * sample.action_err + 2 * u) / inside) / inside + 4 * u * np.abs(dlogp)
+    if not jacobian:
+        dlogp = 0.0 * dlogp
     G = (case.alpha * dlogp if log_prob_gradient else 0.0) - (q_grad * slope if action_gradient else 0.0)
     H = (-case.alpha if log_prob_gradient else 0.0) + G * sigma * case.noise
+    if score_only:
+        G = case.alpha * case.noise / sigma
+        H = case.alpha * (case.noise**2 - 1.0)
     q_err = (O + 3) * u * (V_abs + k * np.abs(t)) + k * sample.action_err
     G_err = case.alpha * dlogp_err + q_err * slope + np.abs(q_grad) * (2 * np.abs(t) * sample.action_err + 2 * u) + 4 * u * (
         case.alpha * np.abs(dlogp) + np.abs(q_grad) * slope)
@@ -892,21 +901,24 @@ def verify_sac_actor(ctx, case: Case, what: str):
     actual = gradients(net.call, net.modules["policy"], what)
     check_unchanged(net)
     wrong = {
+        "the sample is not reparameterised (dist.sample(), not rsample()): the action is a constant of the graph, so no "
+        "gradient reaches the policy through the critics": sac_actor_expected(net.case, u, eps, score_only=True),
+        "the tanh Jacobian is missing from log pi: the Gaussian density of u is used for a = tanh(u)":
+            sac_actor_expected(net.case, u, eps, jacobian=False),
         "the sampled action is detached: no pathwise gradient through the critics (the reparameterisation trick is lost)":
             sac_actor_expected(net.case, u, eps, action_gradient=False),
         "log pi is detached in the actor loss: only the critics' pathwise gradient reaches the policy":
             sac_actor_expected(net.case, u, eps, log_prob_gradient=False),
         "max instead of min over the twin critics in the actor loss": sac_actor_expected(net.case, u, eps, reduce=np.maximum),
     }
+    # A diagnosis must fit every parameter's gradient at once (two mistakes can agree on the mean head alone).
+    names = ("Wm", "bm", "Ws", "bs")
+    fitting = [cause for cause, (_, _, g, tol, _) in wrong.items()
+               if any(np.any(g[n] != grads[n]) for n in names)
+               and all(matches(actual[n], g[n], np.maximum(tol[n], tols[n])) for n in names)]
     form = "exact tanh log-density" if eps is None else f"declared log(1 - tanh^2 + {eps:g})"
-    for name in ("Wm", "bm", "Ws", "bs"):
-        def diagnose(a, name=name):
-            for cause, (_, _, g, tol, _) in wrong.items():
-                if matches(a, g[name], np.maximum(tol[name], tols[name])):
-                    return cause
-            return ""
-
-        assert_close(actual[name], grads[name], tols[name], call=net.call.code, diagnose=diagnose,
+    for name in names:
+        assert_close(actual[name], grads[name], tols[name], call=net.call.code, diagnose=lambda a: fitting[0] if fitting else "",
                      what=f"sac_actor_loss {what}: d loss / d policy.{name} vs the reparameterised gradient of "
                           f"mean_b (alpha log pi(a~|s) - min_i Q_i(s, a~)) ({form})")
 
@@ -1144,6 +1156,9 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
     due = phase_due(ctx, N, period)
     expected = expected_targets(target, online, t, due)
     if exact:
+        # A copy is exact in the candidate's own precision (a declared float32 candidate copies float64 input rounded once).
+        precision = next(d for d in (np.float64, np.float32, np.float16) if call.unit_roundoff <= np.finfo(d).eps / 2 or d is np.float16)
+        expected = rounded(precision, expected)
         tol = np.zeros_like(expected)
     else:
         scale = np.maximum(np.max(np.abs(online), axis=0), np.abs(target))
