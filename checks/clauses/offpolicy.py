@@ -59,7 +59,8 @@ def rounded(dtype, value):
 
 
 def _param(value, dtype):
-    return nn.Parameter(torch.as_tensor(np.asarray(value, dtype=np.float64)).to(dtype))
+    # A copy: torch.as_tensor would share the case's numpy memory, and a candidate's in-place change would reach the oracle.
+    return nn.Parameter(torch.tensor(np.array(value, dtype=np.float64), dtype=dtype))
 
 
 def _show(t: torch.Tensor):

@@ -196,13 +196,15 @@ def dpg_formula(q, actor, parameter):
     "offpolicy.deterministic_policy_gradient_chain_rule",
     statement="""The deterministic policy gradient grad_a Q(s, a)|_{a = mu_theta(s)} grad_theta mu_theta(s) is the gradient
     of Q(s, mu_theta(s)), and the limit sigma -> 0 of the stochastic policy gradient E_{a ~ N(mu_theta, sigma^2)}[Q(s, a)
-    grad_theta log pi(a|s)] (Silver et al. 2014, Theorems 1 and 2), here for a tanh actor mu = tanh(theta s + b).""",
-    assumptions="Q a cubic in the action with symbolic coefficients; the Gaussian expectation through exact moments; sigma > 0.",
+    grad_theta log pi(a|s)] (Silver et al. 2014, Theorems 1 and 2), here for an actor nonlinear in its parameter,
+    mu = theta s + b theta^3.""",
+    assumptions="""Q a cubic in the action with symbolic coefficients; a polynomial actor (a tanh actor gives the same identities but
+    sends SymPy's simplification of a wrong version into minutes); the Gaussian expectation through exact moments; sigma > 0.""",
 )
 def deterministic_policy_gradient_chain_rule(gradient=dpg_formula) -> ProofResult:
     q = critic_polynomial()
     b = sp.Symbol("b", real=True)
-    actor = sp.tanh(theta * s + b)
+    actor = theta * s + b * theta**3
     dpg = gradient(q, actor, theta)
     steps = [identity(sp.diff(q(actor), theta), dpg, "d/d theta Q(mu_theta) = grad_a Q grad_theta mu")]
     # Stochastic policy gradient of pi = N(mu_theta, sigma^2): grad_theta log pi(a) = (a - mu) / sigma^2 grad_theta mu.
