@@ -192,8 +192,6 @@ def test_the_start_phase_fails_undeclared_with_a_diagnosis():
 
 
 def test_hard_only_candidate_is_judged_on_tau_one():
-    namespace = {"np": np}
-
     def target_network_updates(target, online, tau, period, gradient_steps):
         assert tau == 1.0, "a hard-only candidate must only be asked for copies"
         return ref.target_network_updates(target, online, tau, period, gradient_steps)
@@ -203,7 +201,6 @@ def test_hard_only_candidate_is_judged_on_tau_one():
     run = run_conformance(candidate, clauses=["TARGET-UPDATE-PERIOD", "TARGET-HARD-UPDATE", "POLYAK-AVERAGE-OF-HISTORY"])
     assert run["TARGET-UPDATE-PERIOD"].status == "pass" and run["TARGET-HARD-UPDATE"].status == "pass"
     assert run["POLYAK-AVERAGE-OF-HISTORY"].status == "not-provided"
-    del namespace
 
 
 def test_mutant_diagnoses_name_the_mistake():

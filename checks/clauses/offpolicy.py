@@ -351,8 +351,9 @@ def random_nets(rng, O: int, D: int) -> dict:
 
 
 @st.composite
-def cases(draw, kind: str = "td3"):
-    """A drawn replay batch: sizes, flags and a parameter seed from Hypothesis, values from the seed."""
+def cases(draw, kind: str):
+    """A drawn replay batch: sizes, flags and a parameter seed from Hypothesis, values from the seed. ``kind`` "td3" adds
+    smoothing noise, a noise clip and bounds; "sac" standard-normal noise; "ddpg" none."""
     B = draw(st.integers(1, 4), label="B")
     O = draw(st.integers(1, 3), label="O")
     D = draw(st.integers(1, 2), label="D")
@@ -369,7 +370,7 @@ def cases(draw, kind: str = "td3"):
         low = -rng.uniform(0.2, 1.5, D)
         case = replace(case, noise=rng.normal(0.0, 0.3, (B, D)), noise_clip=float(rng.choice([0.0, 0.1, 0.5, 1.0])),
                        low=low, high=low + rng.uniform(0.4, 2.5, D))
-    else:
+    elif kind == "sac":
         case = replace(case, noise=rng.uniform(-1.5, 1.5, (B, D)))
     return case
 
@@ -1135,7 +1136,7 @@ def expected_targets(target, online, tau, due):
     return out
 
 
-def per_call_due(ctx, gradient_steps, period):
+def per_call_due(gradient_steps, period):
     """The schedule of a counter that restarts in every call (gradient_step in range(k), tested before it advances)."""
     return np.concatenate([np.arange(k) % period == 0 for k in gradient_steps]).astype(bool)
 
@@ -1184,7 +1185,7 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
     steps = np.arange(1, N + 1)
     other_due = (steps - 1) % period == 0 if other_phase == "start" else steps % period == 0
     alternatives = [
-        (expected_targets(target, online, t, per_call_due(ctx, gradient_steps, period)),
+        (expected_targets(target, online, t, per_call_due(gradient_steps, period)),
          "the update counter restarts in every call (gradient_step in range(gradient_steps)): with one gradient step per call the "
          "period is ignored (SB3 SAC's target_update_interval, DLR-RM/stable-baselines3 #2158)"),
         (expected_targets(target, online, t, per_call_count_due(gradient_steps, period)),
@@ -1288,19 +1289,21 @@ def verify_delays(ctx, gradient_steps, delay, what):
                     outputs=2, shape=(N,))
     actor, targets = call.outputs
     due = phase_due(ctx, N, delay).astype(np.float64)
-    alternatives = [(per_call_due(ctx, gradient_steps, delay), "the step counter restarts in every call (or never advances between "
+    alternatives = [(per_call_due(gradient_steps, delay), "the step counter restarts in every call (or never advances between "
                                                                "gradient steps): the actor is updated more often than once per policy_delay"),
                     (np.ones(N), "the delay is ignored: the actor is updated at every critic step")]
     other = "start" if ctx.convention("update_phase") == "end" else "end"
     steps = np.arange(1, N + 1)
     other_due = ((steps - 1) % delay == 0) if other == "start" else (steps % delay == 0)
     alternatives.append((other_due, f"the updates fall on the other phase of each period ('{other}'); declare update_phase = '{other}'"))
+    def cause_of(a, name):
+        if name == "target_updates" and np.all(a == 1) and not np.all(due == 1):
+            return "the target networks are updated at every critic step, not with the delayed actor"
+        return first_match(a, 0.0, [(np.asarray(v, float), c) for v, c in alternatives if not np.array_equal(v, due)])
+
     for name, values in (("actor_updates", actor), ("target_updates", targets)):
-        cause_of = lambda a: first_match(a, 0.0, [(np.asarray(v, float), c) for v, c in alternatives if not np.array_equal(v, due)])
         extra = "" if name == "actor_updates" else " (the target networks are updated with the actor, never on the other steps)"
-        assert_close(values, due, 0.0, call=call.code, diagnose=lambda a: cause_of(a) if name == "actor_updates" else (
-            "the target networks are updated at every critic step, not with the delayed actor" if np.all(a == 1) and not np.all(due == 1)
-            else cause_of(a)),
+        assert_close(values, due, 0.0, call=call.code, diagnose=lambda a, name=name: cause_of(a, name),
                      what=f"td3_actor_update_steps {what}: {name} vs once every {delay} critic steps (steps {np.flatnonzero(due) + 1}){extra}")
 
 
