@@ -4,7 +4,7 @@ log-alpha form's, so the learning rate a user tuned for one form is wrong for th
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["SAC-TEMPERATURE-LOSS"], "bug": "alpha form of the temperature loss, undeclared"}
+RLSPEC_MUTANT = {"clauses": ["SAC-TEMPERATURE-LOSS"], "bug": "H7 sac-temperature-loss-log-alpha-or-alpha (the alpha form, undeclared)"}
 
 
 def sac_alpha_loss(log_alpha, log_prob, action_dim, target_entropy=None):

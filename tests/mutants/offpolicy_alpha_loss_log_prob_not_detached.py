@@ -1,6 +1,6 @@
 """Mutant: log_prob is not detached in the temperature loss, so its backward pushes the policy towards the target
-entropy through alpha's objective: the alpha gradient leaks into the policy (rail-berkeley/softlearning #60, the
-reason SB3 writes `(log_prob + self.target_entropy).detach()`)."""
+entropy through alpha's objective: the alpha gradient leaks into the policy (softlearning wraps the term in
+tf.stop_gradient(log_pis + target_entropy), SB3 2.9.2 writes `(log_prob + self.target_entropy).detach()`)."""
 
 RLSPEC_MUTANT = {"clauses": ["SAC-TEMPERATURE-NO-POLICY-GRADIENT"], "bug": "alpha gradient leaking into the policy"}
 

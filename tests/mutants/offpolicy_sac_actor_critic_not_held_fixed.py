@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-RLSPEC_MUTANT = {"clauses": ["SAC-ACTOR-CRITIC-HELD-FIXED"], "bug": "actor loss gradient reaching the critics"}
+RLSPEC_MUTANT = {"clauses": ["SAC-ACTOR-CRITIC-HELD-FIXED"], "bug": "H8 ddpg-actor-and-critic-updated-together (SAC: the actor loss reaches the critics)"}
 
 
 def sac_actor_loss(policy, critic1, critic2, obs, alpha, noise):

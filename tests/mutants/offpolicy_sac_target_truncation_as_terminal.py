@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-RLSPEC_MUTANT = {"clauses": ["SAC-SOFT-TARGET"], "bug": "truncation treated as terminal in the SAC target"}
+RLSPEC_MUTANT = {"clauses": ["SAC-SOFT-TARGET"], "bug": "H1 off-policy-timeout-stored-as-terminal (in the SAC target)"}
 
 
 @torch.no_grad()

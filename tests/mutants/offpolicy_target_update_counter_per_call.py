@@ -4,7 +4,7 @@ DLR-RM/stable-baselines3 #2158): with one gradient step per call the period is i
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TARGET-UPDATE-PERIOD"], "bug": "update counter restarts in every call (SB3 SAC target_update_interval)"}
+RLSPEC_MUTANT = {"clauses": ["TARGET-UPDATE-PERIOD"], "bug": "H6 sb3-sac-target-update-interval-per-call"}
 
 
 def target_network_updates(target, online, tau, period, gradient_steps):

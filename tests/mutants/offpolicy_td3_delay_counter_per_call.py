@@ -5,7 +5,7 @@ sweetice/Deep-reinforcement-learning-with-pytorch #8)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TD3-DELAYED-UPDATES"], "bug": "delay counter restarts in every call"}
+RLSPEC_MUTANT = {"clauses": ["TD3-DELAYED-UPDATES"], "bug": "H4 td3-policy-delay-not-respected (counter restarts in every call)"}
 
 
 def td3_actor_update_steps(gradient_steps, policy_delay):

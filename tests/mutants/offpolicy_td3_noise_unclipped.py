@@ -4,7 +4,7 @@ than the smoothing regulariser intends."""
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["TD3-TARGET-SMOOTHING-NOISE-CLIPPED"], "bug": "smoothing noise not clipped"}
+RLSPEC_MUTANT = {"clauses": ["TD3-TARGET-SMOOTHING-NOISE-CLIPPED"], "bug": "H3 td3-smoothing-noise-clip (noise added unclipped)"}
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ noise to the lagged actor's action and returns it unclamped; the authors' code c
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["TD3-TARGET-ACTION-IN-BOUNDS"], "bug": "target action not clipped to the bounds (Tianshou 2.0.1)"}
+RLSPEC_MUTANT = {"clauses": ["TD3-TARGET-ACTION-IN-BOUNDS"], "bug": "H2 td3-target-action-not-clipped-to-bounds (also Tianshou 2.0.1)"}
 
 
 @torch.no_grad()

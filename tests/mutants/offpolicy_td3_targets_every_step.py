@@ -4,7 +4,7 @@ together under `if t mod d`)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TD3-DELAYED-UPDATES"], "bug": "target networks updated at every critic step"}
+RLSPEC_MUTANT = {"clauses": ["TD3-DELAYED-UPDATES"], "bug": "H5 td3-target-critic-not-delayed"}
 
 
 def td3_actor_update_steps(gradient_steps, policy_delay):

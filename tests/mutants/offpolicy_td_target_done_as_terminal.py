@@ -4,7 +4,7 @@ the MDP and loses its bootstrap (SB3 before handle_timeout_termination, TorchRL 
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TD-TARGET-TRUNCATION-BOOTSTRAP"], "bug": "truncation treated as terminal in the TD target"}
+RLSPEC_MUTANT = {"clauses": ["TD-TARGET-TRUNCATION-BOOTSTRAP"], "bug": "H1 off-policy-timeout-stored-as-terminal (truncation treated as terminal in the TD target)"}
 
 
 def td_target(rewards, next_q, terminated, truncated, gamma):
