@@ -675,7 +675,11 @@ def sac_expected(case: Case, u, eps, focus: str):
             (bootstrap(case, soft(at_s.action, at_s.log_prob)), "the next action is sampled at s instead of s'"),
             (bootstrap(case, soft(at_mean.action, sample.log_prob)), "the target critics score the policy's mean action tanh(mean(s'))"),
         ],
-        "other": flag_alternatives(case, value),
+        "other": flag_alternatives(case, value) + [
+            (bootstrap(case, np.where(case.terminated | case.truncated, soft(np.zeros_like(sample.action), 0.0), value)),
+             "truncated rows bootstrap from Q'(s', 0) with log pi = 0: the next action is not sampled at done states, which a "
+             "truncation is not (TorchRL 0.14.1 SACLoss(skip_done_states=True) skips done = terminated or truncated)"),
+        ],
     }
     ordered = alternatives[focus] + [alt for key, alts in alternatives.items() if key != focus for alt in alts]
     return bootstrap(case, value), tol, ordered
@@ -1191,6 +1195,9 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
         (expected_targets(target, online, t, per_call_count_due(gradient_steps, period)),
          "the period counts train() calls (or environment steps), not gradient steps"),
         (expected_targets(target, online, t, np.ones(N, bool)), "the target is updated at every gradient step, ignoring the period"),
+        (expected_targets(target, online, t, steps % (period + 1) == 0),
+         "the target is updated every period + 1 steps: a counter compared with period before it is reset (TorchRL 0.14.1's "
+         "HardUpdate(value_network_update_interval=k) copies on every (k + 1)-th step() call)"),
         (expected_targets(target, online, t, other_due), f"the update falls on the other phase of each period ('{other_phase}'); "
                                                          f"declare update_phase = '{other_phase}' if that is intended"),
         (uniform_mean(), "the target is a uniform running mean of the online parameters (an SWA AveragedModel), not an exponential "
