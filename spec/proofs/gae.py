@@ -1,4 +1,5 @@
-"""Proofs for the GAE chapter (seed 000 §2.5, seed 001 "Actor Critic and GAE").
+"""Proofs for the GAE chapter (Schulman et al. 2016, arXiv:1506.02438 §3; the finite-horizon form of
+Schulman et al. 2017, arXiv:1707.06347 §5).
 
 Notation: ``delta_l = r_l + gamma V_{l+1} - V_l`` along one segment starting at t = 0; ``K`` is the
 number of steps left in the segment. Explicit identities are checked for K = 1..HORIZON; the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .. import contract
 from .core import ProofResult, combine, identity, proof
 
 HORIZON = 8
@@ -64,7 +66,7 @@ def n_step_telescoping(n_step=n_step_advantage_from_returns) -> ProofResult:
 
 
 def mixture_weight(n_, lam_):
-    """Seed 000's weight on the n-step advantage: ``(1 - lambda) lambda^(n-1)``."""
+    """GAE's weight on the n-step advantage: ``(1 - lambda) lambda^(n-1)`` (Schulman et al. 2016 §3)."""
     return (1 - lam_) * lam_ ** (n_ - 1)
 
 
@@ -92,7 +94,7 @@ def geometric_collapse(weight=mixture_weight) -> ProofResult:
 @proof(
     "gae.finite_horizon_correction",
     statement="""On a segment of K steps the truncated mixture (1 - lambda) sum_{n=1}^{K} lambda^(n-1) A^(n)
-    equals sum_{l<K} (gamma lambda)^l delta_l - lambda^K sum_{l<K} gamma^l delta_l (seed 001's
+    equals sum_{l<K} (gamma lambda)^l delta_l - lambda^K sum_{l<K} gamma^l delta_l (the
     finite-horizon correction), so GAE is the mixture with weights (1 - lambda) lambda^(n-1) for n < K
     and lambda^(K-1) on A^(K).""",
     assumptions="None (polynomial identities in gamma, lambda, delta). Explicit for K = 1..8.",
@@ -164,23 +166,31 @@ def recursion_unrolls(recursion=backward_recursion) -> ProofResult:
 
 @proof(
     "gae.seed_example",
-    statement="""The seed's hand-computed examples are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
+    statement="""The hand-computed GAE known answers are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
     step 1, V(s_4) = 2: terminal -> [7/8, 1/2, 9/8, 3/2]; truncated with V(final obs) = 3 -> [5/4, 2, 9/8, 3/2].""",
-    assumptions="Exact rational arithmetic; the recursion of gae.recursion_unrolls with the two masks.",
+    assumptions="Exact rational arithmetic on the known answers' inputs (spec/contract/10_gae.toml, dyadic floats); the recursion of gae.recursion_unrolls with the two masks; returns = advantages + values.",
 )
 def seed_example() -> ProofResult:
-    half = sp.Rational(1, 2)
+    def exact_gae(answer):
+        """GAE by its definition in exact rationals on the known answer's inputs: delta_t = r_t + gamma
+        (1 - terminated_t) V'_t - V_t, A_t = delta_t + gamma lambda (1 - end_t) A_{t+1}."""
+        x = answer.inputs
+        q = lambda v: sp.Rational(v)
+        gamma, lam = q(x["gamma"]), q(x["lam"])
+        advantages, running = [], sp.Integer(0)
+        for t in reversed(range(len(x["rewards"]))):
+            bootstrap = 0 if x["terminated"][t] else gamma * q(x["next_values"][t])
+            delta = q(x["rewards"][t]) + bootstrap - q(x["values"][t])
+            running = delta + gamma * lam * (0 if x["terminated"][t] or x["truncated"][t] else running)
+            advantages.insert(0, running)
+        return advantages
 
-    def solve(bootstrap_after_1):
-        deltas = [1 + half * half - half, 1 + half * bootstrap_after_1 - half, 1 + half * half - half, 1 + half * 2 - half]
-        a3 = deltas[3]
-        a2 = deltas[2] + half * half * a3
-        a1 = deltas[1]  # the trace ends after step 1 in both cases
-        a0 = deltas[0] + half * half * a1
-        return [a0, a1, a2, a3]
-
-    terminal = [sp.Rational(7, 8), half, sp.Rational(9, 8), sp.Rational(3, 2)]
-    truncated = [sp.Rational(5, 4), sp.Integer(2), sp.Rational(9, 8), sp.Rational(3, 2)]
-    steps = [identity(a, b, f"terminal A_{i}") for i, (a, b) in enumerate(zip(solve(0), terminal))]
-    steps += [identity(a, b, f"truncated A_{i}") for i, (a, b) in enumerate(zip(solve(3), truncated))]
+    steps = []
+    for answer_id in ("gae.terminal-after-step-1", "gae.truncated-after-step-1"):
+        # The contract's known answers (spec/contract/10_gae.toml) are dyadic floats: exact as rationals.
+        answer = contract.known_answer(answer_id)
+        expected = [sp.Rational(a) for a in answer.outputs["advantages"]]
+        steps += [identity(a, b, f"{answer_id} A_{i}") for i, (a, b) in enumerate(zip(exact_gae(answer), expected))]
+        steps += [identity(sp.Rational(r), sp.Rational(a) + sp.Rational(v), f"{answer_id} returns_{i}")
+                  for i, (r, a, v) in enumerate(zip(answer.outputs["returns"], answer.outputs["advantages"], answer.inputs["values"]))]
     return combine(steps)
