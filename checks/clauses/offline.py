@@ -96,7 +96,9 @@ def gradient(call, name, weights=None) -> np.ndarray:
         w = torch.ones_like(raw) if weights is None else \
             torch.as_tensor(np.asarray(weights, dtype=np.float64), device=raw.device).to(raw.dtype).reshape(raw.shape)
         try:
-            (grad,) = torch.autograd.grad(raw, leaf, grad_outputs=w, allow_unused=True, retain_graph=True)
+            # The gradient of the scalar sum(w * output), not grad_outputs=w: the same vector-Jacobian product bit
+            # for bit, but grad_outputs makes torch import SymPy (half a second; see grpo.vjp).
+            (grad,) = torch.autograd.grad((raw * w).sum(), leaf, allow_unused=True, retain_graph=True)
         except RuntimeError as exc:
             raise CandidateError(f"{call.code.split('(')[0]} returned a tensor autograd cannot differentiate: {exc}") from None
         if grad is not None:
