@@ -183,7 +183,7 @@ def _local_constants_switch():
     try:
         from hypothesis.internal.conjecture import providers
 
-        providers._get_local_constants, providers.CONSTANTS_CACHE.max_size  # noqa: B018 - both must exist
+        providers._get_local_constants, providers.CONSTANTS_CACHE.cache.clear  # noqa: B018 - both must exist
         return providers, providers.Constants()
     except (ImportError, AttributeError):
         return None
@@ -219,23 +219,14 @@ def _no_local_constants():
         yield
         return
     providers, empty = switch
-    original, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+    original = providers._get_local_constants
     providers._get_local_constants = lambda: empty
-    # Hypothesis' cache of the constants each kind of draw may use (filtered from hundreds, per kind): ours
-    # holds pools without local constants, kept across properties, so each is filtered once per process
-    # rather than once per property; the caller's is put back untouched.
-    global _constants_cache
-    if _constants_cache is None:
-        _constants_cache = type(cache)(cache.max_size)
-    providers.CONSTANTS_CACHE = _constants_cache
+    providers.CONSTANTS_CACHE.cache.clear()
     try:
         yield
     finally:
         providers._get_local_constants = original
-        providers.CONSTANTS_CACHE = cache
-
-
-_constants_cache = None  # the constants cache the property runs use (see _no_local_constants)
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype, checks) -> ClauseResult:
