@@ -1,0 +1,155 @@
+"""The SymPy proofs, re-derived for the book and printed as mathematics.
+
+Every proof of ``spec/proofs`` runs afresh (no verdict cache: the book shows what the proofs say
+now), in a pool of processes forked before anything heavy is imported. Each worker returns plain
+data: the verdict, its steps, and the relations the proof decided (``ProofResult.identities``) as
+presentation MathML, with the SymPy assumptions of their symbols, so nothing SymPy crosses a
+process boundary.
+"""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+
+SHOWN = 8  # identities printed per proof; the rest are counted (the instances K = 9.. of the same identity)
+MATHML_LIMIT = 12_000  # characters of MathML per side; a longer expression is shown as text, shortened
+RELATIONS = {"=": "=", ">": "&gt;", ">=": "&#x2265;", "!=": "&#x2260;", "<": "&lt;", "<=": "&#x2264;"}
+
+
+def default_jobs() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _mathml(expr) -> str:
+    from sympy.printing.mathml import mathml
+
+    return mathml(expr, printer="presentation")
+
+
+def _side(expr) -> dict:
+    """``{"mathml": ...}`` or, for an expression too long to read as a formula, ``{"text": ...}``."""
+    try:
+        shown = _mathml(expr)
+    except Exception as exc:  # noqa: BLE001 - a printer gap shows the expression as text
+        return {"text": f"{expr}", "why": f"not printable as MathML ({type(exc).__name__})"}
+    if len(shown) > MATHML_LIMIT:
+        text = str(expr)
+        return {"text": text[:600] + (" …" if len(text) > 600 else ""), "why": f"{len(shown)} characters of MathML"}
+    return {"mathml": shown}
+
+
+# The assumption sets SymPy can state about a symbol, strongest first, and the set each means.
+_DOMAINS = (
+    (("integer", "positive"), "&#x2124;", "&gt;", "0"),
+    (("integer", "nonnegative"), "&#x2124;", "&#x2265;", "0"),
+    (("integer", "negative"), "&#x2124;", "&lt;", "0"),
+    (("integer",), "&#x2124;", "", ""),
+    (("positive",), "&#x211D;", "&gt;", "0"),
+    (("nonnegative",), "&#x211D;", "&#x2265;", "0"),
+    (("negative",), "&#x211D;", "&lt;", "0"),
+    (("nonpositive",), "&#x211D;", "&#x2264;", "0"),
+    (("real",), "&#x211D;", "", ""),
+)
+
+
+def _domain(symbol):
+    for facts, letter, relation, bound in _DOMAINS:
+        if all(getattr(symbol, f"is_{fact}") for fact in facts):
+            return facts, letter, relation, bound
+    return None
+
+
+def assumptions(expressions) -> dict:
+    """The symbols of ``expressions`` grouped by their SymPy assumptions: ``{"groups": [{"mathml", "facts"}],
+    "free": [names]}`` (free: SymPy assumes nothing, so the identity holds for every complex value)."""
+    import sympy as sp
+
+    symbols = set()
+    for expr in expressions:
+        for atom in getattr(expr, "free_symbols", ()):
+            symbols.add(atom.label if isinstance(atom, sp.Indexed) else atom)
+    groups: dict[tuple, list] = {}
+    free = []
+    for symbol in sorted((s for s in symbols if isinstance(s, (sp.Symbol, sp.IndexedBase))), key=lambda s: str(s)):
+        base = symbol.label if isinstance(symbol, sp.IndexedBase) else symbol
+        domain = _domain(base) if isinstance(base, sp.Symbol) else None
+        if domain is None:
+            free.append(_mathml(base))
+        else:
+            groups.setdefault(domain, []).append(_mathml(base))
+    shown = []
+    for (facts, letter, relation, bound), names in sorted(groups.items(), key=lambda kv: [d[0] for d in _DOMAINS].index(kv[0][0])):
+        where = f"<msub><mi mathvariant=\"normal\">{letter}</mi><mrow><mo>{relation}</mo><mn>{bound}</mn></mrow></msub>" \
+            if relation else f"<mi mathvariant=\"normal\">{letter}</mi>"
+        shown.append({"mathml": "<mrow>" + "<mo>,</mo>".join(names) + f"<mo>&#x2208;</mo>{where}</mrow>",
+                      "facts": list(facts)})
+    return {"groups": shown, "free": free}
+
+
+def derive_one(proof_id: str) -> dict:
+    """Run one proof and return its verdict with the identities as MathML (plain data, picklable)."""
+    import sympy as sp
+
+    from ...spec.proofs import PROOFS
+
+    proof = PROOFS[proof_id]
+    started = time.perf_counter()
+    result = proof()
+    seconds = time.perf_counter() - started
+    identities = list(result.identities)
+    shown, trivial = [], 0
+    for item in identities:
+        if len(shown) >= SHOWN:
+            break
+        lhs, rhs = sp.sympify(item.lhs), sp.sympify(item.rhs)
+        if lhs.is_number and rhs.is_number and lhs == 0 and rhs == 0:
+            trivial += 1  # a difference computed exactly beforehand: the label says what it was
+            shown.append({"label": item.label, "relation": item.relation, "exact_zero": True})
+            continue
+        shown.append({"label": item.label, "relation": RELATIONS.get(item.relation, item.relation),
+                      "lhs": _side(lhs), "rhs": _side(rhs)})
+    try:
+        source = inspect.getsource(proof.function)
+    except (OSError, TypeError):
+        source = ""
+    return {
+        "id": proof.id, "statement": proof.statement, "assumptions": proof.assumptions,
+        "status": result.status, "steps": list(result.steps), "counterexample": result.counterexample,
+        "identities": shown, "identity_count": len(identities),
+        "symbols": assumptions([sp.sympify(e) for i in identities[:SHOWN] for e in (i.lhs, i.rhs)]),
+        "module": proof.function.__module__, "function": proof.function.__name__, "source": source,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _context():
+    # fork: the workers start with SymPy and the proofs already imported (and nothing heavier); where
+    # fork is unavailable (macOS default, Windows) spawn re-imports them.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def start(proof_ids, jobs: int | None = None) -> tuple[ProcessPoolExecutor | None, dict[str, Future]]:
+    """Submit every proof; call before importing torch or the checks, so the forked workers are small."""
+    from ...spec import proofs  # noqa: F401 - imported once here, inherited by the forked workers
+
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs <= 1:
+        return None, {}
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
+    return pool, {p: pool.submit(derive_one, p) for p in proof_ids}
+
+
+def finish(pool, futures: dict[str, Future], proof_ids) -> dict[str, dict]:
+    """Every proof's derivation (in this process for any the pool did not run)."""
+    out = {}
+    for proof_id in proof_ids:
+        future = futures.get(proof_id)
+        out[proof_id] = future.result() if future is not None else derive_one(proof_id)
+    if pool is not None:
+        pool.shutdown()
+    return out
