@@ -133,15 +133,17 @@ def _context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def start(proof_ids, jobs: int | None = None) -> tuple[ProcessPoolExecutor | None, dict[str, Future]]:
-    """Submit every proof; call before importing torch or the checks, so the forked workers are small."""
+def pool(jobs: int | None = None) -> ProcessPoolExecutor | None:
+    """Worker processes, or None for ``jobs == 1``; create it before importing torch or the checks (the workers
+    are forked from this process: they start small, with SymPy and the proofs already imported)."""
     from ...spec import proofs  # noqa: F401 - imported once here, inherited by the forked workers
 
     jobs = default_jobs() if jobs is None else jobs
-    if jobs <= 1:
-        return None, {}
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
-    return pool, {p: pool.submit(derive_one, p) for p in proof_ids}
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) if jobs > 1 else None
+
+
+def submit(pool: ProcessPoolExecutor | None, proof_ids) -> dict[str, Future]:
+    return {p: pool.submit(derive_one, p) for p in proof_ids} if pool is not None else {}
 
 
 def finish(pool, futures: dict[str, Future], proof_ids) -> dict[str, dict]:
