@@ -13,6 +13,7 @@ from pathlib import Path
 from ...spec import catalogue, contract
 from .collect import BugsFound, Column, Mutant
 from .html import code, e, page, status
+from .markdown import _Inline
 from .markdown import slug as heading_slug
 
 ATTENTION = ("fail", "error", "xfail")  # verdicts whose detail (counterexample or reason) the clause page shows
@@ -50,6 +51,11 @@ class Book:
         """(libraries that pass, libraries that provide the clause's operation), main columns only."""
         provided = [c for c in self.libraries if c.results.get(clause_id, {}).get("status") in PROVIDED]
         return sum(c.results[clause_id]["status"] == "pass" for c in provided), len(provided)
+
+
+def md(text: str) -> str:
+    """The contract's prose (its meanings quote code in backticks) as inline HTML, escaped."""
+    return _Inline(lambda url: None, []).render(text)
 
 
 def clause_href(clause_id: str, depth: int = 0) -> str:
@@ -147,7 +153,7 @@ def _conventions_html(book: Book, clause) -> str:
         declared = book.library_values.get(k.key, {})
         by = ", ".join(f"{e(lib)} <code>{_json(v)}</code>" for lib, v in sorted(declared.items())) or '<span class="muted">none</span>'
         rows.append(f'<tr><td><a href="../contract.html#{e(heading_slug(k.key))}"><code>{e(k.key)}</code></a></td>'
-                    f"<td>{e(k.meaning)}</td><td>{e(k.allowed_text())}</td><td><code>{_json(default)}</code></td><td>{by}</td></tr>")
+                    f"<td>{md(k.meaning)}</td><td>{e(k.allowed_text())}</td><td><code>{_json(default)}</code></td><td>{by}</td></tr>")
     return ('<section id="conventions"><h2>Conventions that affect it</h2><p class="muted">A candidate declares these in '
             '<code>RLSPEC_CONVENTIONS</code>; the checks judge the declared value exactly.</p>'
             '<table><thead><tr><th>convention</th><th>meaning</th><th>allowed</th><th>default</th><th>declared by libraries</th></tr></thead>'
@@ -162,7 +168,7 @@ def _known_answers_html(clause) -> str:
     for a in answers:
         exact = "exact" if a.digits is None else f"to {a.digits} decimals"
         conventions = f"; conventions <code>{_json(a.conventions)}</code>" if a.conventions else ""
-        items.append(f'<li><code>{e(a.id)}</code> ({e(a.operation)}, {exact}{conventions}): {e(a.meaning)}'
+        items.append(f'<li><code>{e(a.id)}</code> ({e(a.operation)}, {exact}{conventions}): {md(a.meaning)}'
                      f'<table class="kv"><tr><th>inputs</th><td><code>{_json(a.inputs)}</code></td></tr>'
                      f'<tr><th>outputs</th><td><code>{_json(a.outputs)}</code></td></tr></table></li>')
     return f'<section id="known-answers"><h2>Known answers (the contract)</h2><ul>{"".join(items)}</ul></section>'
@@ -360,7 +366,7 @@ def chapter_page(book: Book, chapter) -> str:
             f'<a href="../dashboard.html?chapter={e(chapter.name)}">its rows of the dashboard</a>.</p>']
     if ops:
         body.append('<section><h2>Operations</h2><ul>' + "".join(
-            f'<li><a href="../contract.html#{e(heading_slug(o.name))}"><code>{e(o.name)}{e(o.signature)}</code></a>: {e(o.meaning)}</li>'
+            f'<li><a href="../contract.html#{e(heading_slug(o.name))}"><code>{e(o.name)}{e(o.signature)}</code></a>: {md(o.meaning)}</li>'
             for o in ops) + "</ul></section>")
     figures = [f for f in book.figures if f["chapter"] == chapter.name]
     if figures:
