@@ -71,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     figures = commands.add_parser("figures", help="write the clip-objective and GAE bias/variance figures (needs matplotlib)")
     figures.add_argument("out", metavar="OUT", help="folder for the PNG files")
 
+    study = commands.add_parser("study", help="run one of the source chapter's experiments and check its claims (rlspec study --list)")
+    study.add_argument("name", nargs="?", metavar="NAME", help="a study name (see --list), or 'all'")
+    study.add_argument("--list", action="store_true", help="list the studies and what each checks")
+    study.add_argument("--candidate", default="reference", metavar="SPEC", help="whose operations to study beside the reference's (default: reference)")
+    study.add_argument("--seeds", type=int, metavar="N", help="replicates (default: the study's own, see --list)")
+    study.add_argument("--out", metavar="DIR", help="write NAME.json and NAME.png here (needs matplotlib)")
+    study.add_argument("--size", default="default", choices=["default", "small"], help="small: the tests' quick version")
+    study.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+
     from . import matrix
     from .book import command as book
 
@@ -85,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix, "book": cmd_book}[args.command]
+    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix, "book": cmd_book}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -519,6 +528,54 @@ def cmd_figures(args) -> int:
     for path in paths:
         print(f"wrote {path}")
     return EXIT_OK if all(holds for _, holds, _ in claims) else EXIT_FAIL
+
+
+def cmd_study(args) -> int:
+    from . import studies
+    from .loader import LoadError, load
+
+    if args.list:
+        for module in studies.studies():
+            print(f"{module.NAME:<20} {module.TITLE}")
+            print(f"{'':<20} chapter {module.ILLUSTRATES['chapter']}; {module.SEEDS['default']} seeds; candidate operations: "
+                  f"{', '.join(module.OPERATIONS) or 'none (exact dynamic programming)'}")
+        return EXIT_OK
+    if not args.name:
+        print("rlspec: study needs a NAME or --list", file=sys.stderr)
+        return EXIT_USAGE
+    names = list(studies.NAMES) if args.name == "all" else [args.name]
+    try:
+        for name in names:
+            studies.module(name)
+        if args.seeds is not None and args.seeds < 1:
+            raise studies.StudyError("--seeds must be at least 1")
+        if args.out is not None:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise studies.StudyError("--out needs matplotlib for the figures; pip install 'rlspec[figures]'") from None
+        candidate = None if args.candidate == "reference" else load(args.candidate)
+    except (LoadError, studies.StudyError) as exc:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    failed = False
+    for name in names:
+        started = time.perf_counter()
+        try:
+            result = studies.run(name, candidate, seeds=args.seeds, size=args.size, out=args.out)
+        except studies.StudyError as exc:
+            print(f"rlspec: {name}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(result.text())
+        if args.out is not None:
+            print(f"wrote {Path(args.out) / (name + '.json')} and {Path(args.out) / (name + '.png')}")
+        print(f"{name}: {'every claim holds' if result.holds else 'a claim does not hold'} ({time.perf_counter() - started:.1f} s)\n")
+        failed |= not result.holds
+    return EXIT_FAIL if failed else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
