@@ -9,6 +9,7 @@ and the folder is printed.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -55,6 +56,14 @@ def normalize_advantages(advantages, eps=1e-8):
     return Markup()
 '''
 EVIL_CLAUSES = ["GAE-SEED-EXAMPLE", "RETURNS-REWARD-TO-GO", "PPO-ADVANTAGE-NORMALISATION"]
+PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+EVIL_STUDY = {  # the format rlspec study --out writes (docs/studies.md), with a candidate's markup in its texts
+    "rlspec": "0.1.0", "study": "clip-fraction", "title": "clip fraction <script>window.__pwned=6</script>",
+    "illustrates": {"chapter": "ppo", "clauses": ["PPO-UPDATE-FIRST-RATIOS-ONE"]}, "sources": ["Schulman et al. 2017"],
+    "candidate": "<b>evil</b>", "operations": {"ppo_update": "candidate"}, "seeds": 2, "size": "small", "settings": {},
+    "table": {"columns": [], "rows": []}, "claims": [{"id": "c", "statement": "<img src=x onerror=\"window.__pwned=7\">",
+    "source": "", "criterion": "", "holds": False, "measured": "1 < 2"}], "holds": False, "notes": [],
+    "figure": "clip-fraction.png", "data": {}}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -91,12 +100,15 @@ def evil(tmp_path_factory):
     matrix["adapters"].append(report)
     (folder / "matrix.json").write_text(json.dumps(matrix), encoding="utf-8")
     history.record({**matrix, "adapters": [report]}, folder / "history")
+    (folder / "studies").mkdir()
+    (folder / "studies" / "clip-fraction.json").write_text(json.dumps(EVIL_STUDY), encoding="utf-8")
+    (folder / "studies" / "clip-fraction.png").write_bytes(PIXEL)
     saved = proofs_module.PROOFS
     few = {k: saved[k] for k in ("gae.seed_example", "returns.reward_to_go_recursion")}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(proofs_module, "PROOFS", few)
         summary = book_build.build(folder / "site", matrix=folder / "matrix.json", history=folder / "history",
-                                   runs=[folder / "run.json"], figures=False, jobs=1)
+                                   runs=[folder / "run.json"], studies=folder / "studies", figures=False, jobs=1)
     return folder / "site", summary, run
 
 
@@ -243,6 +255,16 @@ def test_candidate_text_is_escaped_everywhere(evil):
     clause = (site / "clauses" / "GAE-SEED-EXAMPLE.html").read_text(encoding="utf-8")
     assert e(run["GAE-SEED-EXAMPLE"].message) in clause  # shown, as text
     assert e('<img src=x onerror="window.__pwned=1">evil 1.0') in (site / "dashboard.html").read_text(encoding="utf-8")
+
+
+def test_studies_are_embedded_on_their_chapter_and_linked_from_their_clauses(evil):
+    site, summary, _ = evil
+    assert summary.studies == 1 and (site / "figures" / "studies" / "clip-fraction.png").read_bytes() == PIXEL
+    chapter = (site / "chapters" / "ppo.html").read_text(encoding="utf-8")
+    assert 'id="study-clip-fraction"' in chapter and 'src="../figures/studies/clip-fraction.png"' in chapter
+    assert e(EVIL_STUDY["title"]) in chapter and e(EVIL_STUDY["claims"][0]["statement"]) in chapter
+    clause = (site / "clauses" / "PPO-UPDATE-FIRST-RATIOS-ONE.html").read_text(encoding="utf-8")
+    assert "../chapters/ppo.html#study-clip-fraction" in clause
 
 
 def test_script_json_cannot_close_its_script():
@@ -571,7 +593,8 @@ def test_browser_candidate_markup_does_not_execute(evil, browser):
 
     site, _, run = evil
     for page in ["dashboard.html", "clauses/GAE-SEED-EXAMPLE.html", "clauses/PPO-ADVANTAGE-NORMALISATION.html",
-                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "index.html"]:
+                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "index.html", "chapters/ppo.html",
+                 "clauses/PPO-UPDATE-FIRST-RATIOS-ONE.html"]:
         _open(browser, site / page)
         assert browser.execute_script("return typeof window.__pwned") == "undefined", page
         assert not browser.find_elements("css selector", 'img[src="x"]'), page

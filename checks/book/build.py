@@ -204,6 +204,9 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
             if s.get("_figure_path"):
                 shutil.copyfile(s["_figure_path"], out / "figures" / "studies" / s["figure"])
 
+    names = {ch.name for ch in book.chapters}
+    notes += [f"study {s['study']} names chapter {s['illustrates'].get('chapter')!r}, which the catalogue lacks: not embedded"
+              for s in study_list if s["illustrates"].get("chapter") not in names]
     unexplained = []
     if found is not None:
         for column in columns:

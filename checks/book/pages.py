@@ -340,6 +340,12 @@ def clause_page(book: Book, clause) -> str:
         if checks else '<p class="muted">No check is registered for this clause.</p>') + "</section>")
     body.append(_mutants_html(book, clause))
     body.append(_vectors_html(book, clause))
+    studies = [st for st in book.studies if clause.id in st["illustrates"].get("clauses", [])]
+    if studies:
+        body.append('<section id="studies"><h2>Studies that illustrate it</h2><ul>' + "".join(
+            f'<li><a href="{chapter_href(st["illustrates"].get("chapter", clause.chapter), 1)}#study-{e(st["study"])}">'
+            f'{e(st.get("title", st["study"]))}</a> {status("pass" if st.get("holds") else "fail", title="its claims, as the study judged them")}</li>'
+            for st in studies) + "</ul></section>")
     body.append(_verdicts_html(book, clause))
     return page(clause.id, "\n".join(b for b in body if b), depth=1)
 
