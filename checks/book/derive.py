@@ -15,7 +15,7 @@ import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
-SHOWN = 8  # identities printed per proof; the rest are counted (the instances K = 9.. of the same identity)
+SHOWN = 8  # identities printed per proof (the first four and the last four); the rest are counted
 MATHML_LIMIT = 12_000  # characters of MathML per side; a longer expression is shown as text, shortened
 RELATIONS = {"=": "=", ">": "&gt;", ">=": "&#x2265;", "!=": "&#x2260;", "<": "&lt;", "<=": "&#x2264;"}
 
@@ -24,10 +24,49 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def _mathml(expr) -> str:
-    from sympy.printing.mathml import mathml
+_PRINTER = None
 
-    return mathml(expr, printer="presentation")
+
+def _mathml(expr) -> str:
+    """``sympy.printing.mathml(expr, printer="presentation")``, with cases (Piecewise) as a brace and a table."""
+    global _PRINTER
+    if _PRINTER is None:
+        from sympy.printing.mathml import MathMLPresentationPrinter
+
+        class Printer(MathMLPresentationPrinter):
+            def _print_Piecewise(self, expr):
+                row = self.dom.createElement("mrow")
+                brace = self.dom.createElement("mo")
+                brace.setAttribute("stretchy", "true")
+                brace.setAttribute("fence", "true")
+                brace.appendChild(self.dom.createTextNode("{"))
+                row.appendChild(brace)
+                table = self.dom.createElement("mtable")
+                table.setAttribute("columnalign", "left left")
+                table.setAttribute("displaystyle", "true")
+                for value, condition in expr.args:
+                    line = self.dom.createElement("mtr")
+                    for part in (self._print(value), self._when(condition)):
+                        cell = self.dom.createElement("mtd")
+                        cell.appendChild(part)
+                        line.appendChild(cell)
+                    table.appendChild(line)
+                row.appendChild(table)
+                return row
+
+            def _when(self, condition):
+                import sympy as sp
+
+                row = self.dom.createElement("mrow")
+                text = self.dom.createElement("mtext")
+                text.appendChild(self.dom.createTextNode("\u2003otherwise" if condition == sp.true else "\u2003if\u2002"))
+                row.appendChild(text)
+                if condition != sp.true:
+                    row.appendChild(self._print(condition))
+                return row
+
+        _PRINTER = Printer
+    return _PRINTER().doprint(expr)  # a fresh printer (and DOM document) per expression
 
 
 def _side(expr) -> dict:
@@ -71,16 +110,16 @@ def assumptions(expressions) -> dict:
     symbols = set()
     for expr in expressions:
         for atom in getattr(expr, "free_symbols", ()):
-            symbols.add(atom.label if isinstance(atom, sp.Indexed) else atom)
+            if not isinstance(atom, sp.Indexed):  # r[l]: its base's label r and its index l are free symbols too
+                symbols.add(atom)
     groups: dict[tuple, list] = {}
     free = []
-    for symbol in sorted((s for s in symbols if isinstance(s, (sp.Symbol, sp.IndexedBase))), key=lambda s: str(s)):
-        base = symbol.label if isinstance(symbol, sp.IndexedBase) else symbol
-        domain = _domain(base) if isinstance(base, sp.Symbol) else None
+    for symbol in sorted((s for s in symbols if isinstance(s, sp.Symbol)), key=lambda s: str(s)):
+        domain = _domain(symbol)
         if domain is None:
-            free.append(_mathml(base))
+            free.append(_mathml(symbol))
         else:
-            groups.setdefault(domain, []).append(_mathml(base))
+            groups.setdefault(domain, []).append(_mathml(symbol))
     shown = []
     for (facts, letter, relation, bound), names in sorted(groups.items(), key=lambda kv: [d[0] for d in _DOMAINS].index(kv[0][0])):
         where = f"<msub><mi mathvariant=\"normal\">{letter}</mi><mrow><mo>{relation}</mo><mn>{bound}</mn></mrow></msub>" \
@@ -88,6 +127,23 @@ def assumptions(expressions) -> dict:
         shown.append({"mathml": "<mrow>" + "<mo>,</mo>".join(names) + f"<mo>&#x2208;</mo>{where}</mrow>",
                       "facts": list(facts)})
     return {"groups": shown, "free": free}
+
+
+def _symbols(identities, problems: list[str]) -> dict:
+    try:
+        return assumptions([sp_expr for i in identities for sp_expr in _sympified(i)])
+    except Exception as exc:  # noqa: BLE001 - the verdict still shows; the page says what could not be printed
+        problems.append(f"the symbols' assumptions could not be read ({type(exc).__name__}: {exc})")
+        return {"groups": [], "free": []}
+
+
+def _sympified(identity):
+    import sympy as sp
+
+    try:
+        return [sp.sympify(identity.lhs), sp.sympify(identity.rhs)]
+    except (sp.SympifyError, TypeError):
+        return []
 
 
 def derive_one(proof_id: str) -> dict:
@@ -101,16 +157,23 @@ def derive_one(proof_id: str) -> dict:
     result = proof()
     seconds = time.perf_counter() - started
     identities = list(result.identities)
-    shown, trivial = [], 0
-    for item in identities:
-        if len(shown) >= SHOWN:
-            break
-        lhs, rhs = sp.sympify(item.lhs), sp.sympify(item.rhs)
-        if lhs.is_number and rhs.is_number and lhs == 0 and rhs == 0:
-            trivial += 1  # a difference computed exactly beforehand: the label says what it was
-            shown.append({"label": item.label, "relation": item.relation, "exact_zero": True})
+    # the first and the last few: instances come first, the general step (an induction, a symbolic sum) often last
+    if len(identities) > SHOWN + 2:  # (two more are shown rather than counted)
+        chosen = list(enumerate(identities))[: SHOWN // 2] + list(enumerate(identities))[-(SHOWN - SHOWN // 2):]
+    else:
+        chosen = list(enumerate(identities))
+    shown, problems = [], []
+    for index, item in chosen:
+        try:
+            lhs, rhs = sp.sympify(item.lhs), sp.sympify(item.rhs)
+        except (sp.SympifyError, TypeError) as exc:
+            problems.append(f"{item.label}: not a SymPy expression ({exc})")
             continue
-        shown.append({"label": item.label, "relation": RELATIONS.get(item.relation, item.relation),
+        if lhs.is_number and rhs.is_number and lhs == 0 and rhs == 0:
+            # a difference computed exactly beforehand: the label says what it was
+            shown.append({"index": index, "label": item.label, "relation": item.relation, "exact_zero": True})
+            continue
+        shown.append({"index": index, "label": item.label, "relation": RELATIONS.get(item.relation, item.relation),
                       "lhs": _side(lhs), "rhs": _side(rhs)})
     try:
         source = inspect.getsource(proof.function)
@@ -120,7 +183,7 @@ def derive_one(proof_id: str) -> dict:
         "id": proof.id, "statement": proof.statement, "assumptions": proof.assumptions,
         "status": result.status, "steps": list(result.steps), "counterexample": result.counterexample,
         "identities": shown, "identity_count": len(identities),
-        "symbols": assumptions([sp.sympify(e) for i in identities[:SHOWN] for e in (i.lhs, i.rhs)]),
+        "symbols": _symbols([i for _, i in chosen], problems), "problems": problems,
         "module": proof.function.__module__, "function": proof.function.__name__, "source": source,
         "seconds": round(seconds, 3),
     }

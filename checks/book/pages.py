@@ -175,7 +175,9 @@ def _known_answers_html(clause) -> str:
 
 
 def _math(mathml: str) -> str:
-    return f'<math display="block">{mathml}</math>'
+    # a formula on its own line, left-aligned and scrolled sideways when wider than the page (block math is
+    # centred and clipped by Chromium); math-style: normal keeps sums and fractions at display size
+    return f'<div class="formula"><math display="block">{mathml}</math></div>'
 
 
 def _side(side: dict) -> str:
@@ -192,20 +194,27 @@ def proof_html(proof: dict, heading: str = "h3") -> str:
         names = "<mo>,</mo>".join(symbols["free"])
         assumed += (f'<li><math><mrow>{names}</mrow></math> <span class="muted">(no SymPy assumption: the identities hold '
                     f'for every value)</span></li>')
-    shown = []
+    shown, previous = [], -1
     for item in proof["identities"]:
+        skipped = item["index"] - previous - 1
+        if skipped > 0:
+            shown.append(f'<li class="gap muted">… {skipped} more of the same kind, each decided the same way (see the steps)</li>')
+        previous = item["index"]
+        number = f' value="{item["index"] + 1}"'
         if item.get("exact_zero"):
-            shown.append(f'<li><span class="label">{e(item["label"])}</span>: the difference, computed exactly, is '
+            shown.append(f'<li{number}><span class="label">{e(item["label"])}</span>: the difference, computed exactly, is '
                          f'<math><mn>0</mn></math></li>')
             continue
         notes = [s["why"] for s in (item["lhs"], item["rhs"]) if "why" in s]
         note = f' <span class="muted">({e("; ".join(notes))}: shown as text)</span>' if notes else ""
-        shown.append(f'<li><span class="label">{e(item["label"])}</span>{note}'
+        shown.append(f'<li{number}><span class="label">{e(item["label"])}</span>{note}'
                      f'{_math(_side(item["lhs"]) + "<mo>" + item["relation"] + "</mo>" + _side(item["rhs"]))}</li>')
-    more = proof["identity_count"] - len(proof["identities"])
-    more_html = f'<p class="muted">… and {more} more of the same kind, each decided the same way (see the steps).</p>' if more > 0 else ""
+    more = proof["identity_count"] - 1 - previous
+    if more > 0:
+        shown.append(f'<li class="gap muted">… {more} more of the same kind</li>')
     steps = "".join(f"<li>{e(s)}</li>" for s in proof["steps"])
     counter = f'<pre class="counterexample">{e(proof["counterexample"])}</pre>' if proof["counterexample"] else ""
+    counter += "".join(f'<p class="muted">Not shown: {e(p)}</p>' for p in proof.get("problems", []))
     return (f'<div class="proof" id="proof-{e(proof["id"])}"><{heading}>Proof <code>{e(proof["id"])}</code> '
             f'{status(proof["status"], title="re-derived when this book was built")}</{heading}>'
             f'<p class="statement">{e(proof["statement"])}</p>'
@@ -213,7 +222,7 @@ def proof_html(proof: dict, heading: str = "h3") -> str:
             + (f'<p><strong>Symbols, as SymPy assumes them:</strong></p><ul class="symbols">{assumed}</ul>' if assumed else "")
             + (f'<p><strong>What it decides</strong> ({proof["identity_count"]} relation(s)):</p><ol class="identities">{"".join(shown)}</ol>'
                if shown else "")
-            + more_html + counter
+            + counter
             + f'<details><summary>Verdict: {e(proof["status"])} in {proof["seconds"]:.2f} s, {len(proof["steps"])} step(s)</summary>'
               f'<ol class="steps">{steps}</ol></details>'
             + (code(proof["source"], f'source: <code>{e(proof["module"])}.{e(proof["function"])}</code>', open_=False)
