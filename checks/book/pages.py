@@ -508,31 +508,51 @@ def history_page(book: Book) -> str:
         return page("History", "<h1>Verdict history</h1><p class=\"muted\">No matrix history was given to this build "
                                "(<code>docs/matrix-history</code>, written by <code>rlspec matrix</code>).</p>", active="history.html")
     parts = ['<h1>Verdict history</h1><p class="muted">Each library\'s verdicts on every version the matrix has been run on '
-             '(<code>docs/matrix-history/ADAPTER/VERSION.json</code>, one file per version, written by <code>rlspec matrix</code>). '
-             'A cell outlined changed since the version before.</p>']
+             '(<code>docs/matrix-history/ADAPTER/VERSION.json</code>, one file per version, written by <code>rlspec matrix</code>): '
+             'the counts per version, the verdicts that changed from one version to the next, and every verdict.</p>',
+             '<ul class="toc-inline">' + "".join(f'<li><a href="#h-{e(a)}">{e(a)}</a> ({len(r)})</li>' for a, r in sorted(book.history.items())) + "</ul>"]
     clause_ids = [c.id for c in book.clauses]
     for adapter, records in sorted(book.history.items()):
-        heads, grid = [], []
+        summary, heads, grid = [], [], []
         for record in records:
             for c in record["report"].get("candidates", []):
+                results = {r.get("id"): r for r in c.get("run", {}).get("clauses", [])}
+                counts = {k: sum(r.get("status") == k for r in results.values()) for k in ("pass", "fail", "error", "xfail")}
+                summary.append(f'<tr><td>{e(record["version"])}</td><td><code>{e(c.get("candidate"))}</code></td>'
+                               f'<td>{e(record.get("recorded", ""))}</td><td>rlspec {e(record.get("rlspec", ""))}, {e(record.get("profile", ""))}, '
+                               f'seed {e(record.get("seed", ""))}</td>' + "".join(f"<td>{counts[k]}</td>" for k in counts) + "</tr>")
                 heads.append(f'<th title="{e(c.get("candidate"))}: {e(c.get("description", ""))}">{e(record["version"])}<br>'
-                             f'<span class="ver">{e(c.get("variant") or "default")}</span><br><span class="muted">{e(record.get("recorded", ""))}</span></th>')
-                grid.append((c.get("candidate"), {r.get("id"): r for r in c.get("run", {}).get("clauses", [])}))
-        body_rows = []
+                             f'<span class="ver">{e(c.get("variant") or "default")}</span></th>')
+                grid.append((c.get("candidate"), record["version"], results))
+        changes, body_rows = [], []
         for clause_id in clause_ids:
-            states = [(cand, res.get(clause_id, {}).get("status", "none"), res.get(clause_id, {}).get("message", "")) for cand, res in grid]
-            if all(s in ("none", "not-provided") for _, s, _ in states):
+            states = [(cand, version, res.get(clause_id, {}).get("status", "none"), res.get(clause_id, {}).get("message", ""))
+                      for cand, version, res in grid]
+            if all(st in ("none", "not-provided") for _, _, st, _ in states):
                 continue
             cells, last = [], {}
-            for cand, state, message in states:
-                changed = cand in last and last[cand] != state
-                last[cand] = state
-                cells.append(f'<td class="{"changed" if changed else ""}">{status(state, title=message[:300] or None)}</td>')
-            body_rows.append(f'<tr><th scope="row"><a href="clauses/{e(clause_id)}.html"><code>{e(clause_id)}</code></a></th>{"".join(cells)}</tr>')
+            for cand, version, state, message in states:
+                if cand in last and last[cand][1] != state:
+                    changes.append(f'<li><a href="clauses/{e(clause_id)}.html"><code>{e(clause_id)}</code></a> <code>{e(cand)}</code>: '
+                                   f'{e(last[cand][0])} {status(last[cand][1])} → {e(version)} {status(state)}</li>')
+                cells.append(f'<td class="{"changed" if cand in last and last[cand][1] != state else ""}">'
+                             f'{status(state, title=message[:300] or None)}</td>')
+                last[cand] = (version, state)
+            body_rows.append(f'<tr><th scope="row" class="rowname"><a href="clauses/{e(clause_id)}.html"><code>{e(clause_id)}</code></a></th>'
+                             f'{"".join(cells)}</tr>')
+        if len(records) == 1:
+            changed = '<p class="muted">One version recorded so far: no change to show yet.</p>'
+        else:
+            changed = (f'<ul class="changes">{"".join(changes)}</ul>' if changes else
+                       '<p class="muted">No verdict changed between the recorded versions.</p>')
         versions = ", ".join(e(r["version"]) for r in records)
         parts.append(f'<section id="h-{e(adapter)}"><h2><code>{e(adapter)}</code> <span class="muted">{len(records)} version(s): {versions}</span></h2>'
-                     f'<div class="matrix-wrap"><table class="history"><thead><tr><th>clause</th>{"".join(heads)}</tr></thead>'
-                     f'<tbody>{"".join(body_rows)}</tbody></table></div></section>')
+                     '<table class="versions"><thead><tr><th>version</th><th>column</th><th>recorded</th><th>run</th><th>pass</th>'
+                     f'<th>FAIL</th><th>error</th><th>xfail</th></tr></thead><tbody>{"".join(summary)}</tbody></table>'
+                     f'<h3>Changes</h3>{changed}'
+                     f'<details><summary>every verdict ({len(body_rows)} clauses the library provides)</summary>'
+                     f'<div class="matrix-wrap"><table class="history"><thead><tr><th class="rowname">clause</th>{"".join(heads)}</tr></thead>'
+                     f'<tbody>{"".join(body_rows)}</tbody></table></div></details></section>')
     return page("History", "\n".join(parts), active="history.html", wide=True)
 
 
