@@ -5,7 +5,7 @@ gamma 0.99 lambda 0.95, minibatches of 64, Adam lr 0.1 on the tables, clip eps 0
 being the protocol's ``ppo_update`` with ``epochs`` K in {1, 4, 16} and no KL early stop, so every
 epoch runs. Before every optimizer step the study evaluates the whole batch under the current actor
 and counts the ratios outside [1 - eps, 1 + eps]; an epoch's clip fraction is the mean over its
-steps, averaged over the iterations of one seed's run. The exact KL(pi_old || pi) over the batch's
+steps, averaged over the iterations of the run with one seed. The exact KL(pi_old || pi) over the batch's
 states after each epoch and the candidate's own ``approx_kl`` are recorded beside it.
 
 Claims (PPO, Schulman et al. 2017, arXiv:1707.06347 §3: r(theta_old) = 1, and the clip removes the

@@ -183,7 +183,7 @@ def table(by_subject: dict) -> Table:
             r = m[arm]
             ev = np.asarray(r["ev"])
             half = ev.shape[1] // 2
-            per_seed = lambda x: float(np.mean(np.median(x, axis=1)))  # each seed's median, averaged (as the claims)
+            per_seed = lambda x: float(np.mean(np.median(x, axis=1)))  # the median of each run, averaged over the runs (as the claims)
             rows.append((subject, arm, per_seed(ev[:, :half]), per_seed(ev[:, half:]),
                          per_seed(np.asarray(r["ev_exact"])[:, half:]), float(np.median(r["raw_std"])),
                          float(np.max(np.abs(r["norm_mean"]))), float(np.median(r["norm_std"])), float(np.mean(r["cos_critic"])),
