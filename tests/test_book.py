@@ -422,8 +422,10 @@ def _artefacts() -> Path:
 def artefacts(request):
     folder = _artefacts()
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"rlspec book: screenshots in {folder}")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # printed even while output is captured
+            reporter.write_line(f"rlspec book: screenshots in {folder}")
     return folder
 
 
