@@ -26,7 +26,7 @@ from rlspec.checks import load, run_conformance
 from rlspec.checks.book import build as book_build
 from rlspec.checks.book import collect, history, markdown
 from rlspec.checks.book.html import e, python, script_json
-from rlspec.spec import catalogue, contract
+from rlspec.spec import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "docs" / "conformance.json"
@@ -178,9 +178,6 @@ def test_internal_links_resolve(built):
     """Every link inside the book lands on a page that exists, at an id that exists."""
     site, _ = built
     ids: dict[Path, set[str]] = {}
-    # docs/contract.md links a convention as #KEY-WITH-HYPHENS, but its heading's id keeps the underscores
-    # (checks/contract_docs.py; broken on GitHub too): the book renders that file as it is
-    known_broken = {f"#{k.replace('_', '-')}" for k in contract.conventions() if "_" in k}
     for page in _pages(site):
         for href in _parse(page).links:
             if re.match(r"^[a-z][a-z0-9+.-]*:", href):
@@ -188,8 +185,6 @@ def test_internal_links_resolve(built):
             path, _, fragment = href.partition("#")
             target = (page.parent / path.split("?")[0]).resolve() if path else page
             assert target.is_file(), f"{page.relative_to(site)} links to {href}"
-            if page.name == "contract.html" and href in known_broken:
-                continue
             if fragment and target.suffix == ".html":
                 if target not in ids:
                     ids[target] = _parse(target).ids
