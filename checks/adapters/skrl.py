@@ -65,6 +65,7 @@ docs/bugs-found.md).
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import warnings
 from types import SimpleNamespace
@@ -104,10 +105,12 @@ RLSPEC_CONVENTIONS = {
     # storage_dtype: "float32"
     # TRPO.update(), agents/torch/trpo/trpo.py:435-544 (Gaussian policies only)
     "damping": 0.1,  # added to the Fisher-vector product, also inside the step normalisation
-    # cg_residual_tol: "squared" (r.r < 1e-10)
+    "natural_step_cg_tol": 1e-10,  # conjugate_gradient(residual_tolerance=1e-10): stops once r.r < 1e-10
     "backtrack_factor": 0.5,  # step_fraction * 0.5**i
-    # line_search_kl: "strict" (kl < max_kl_divergence)
-    # line_search_accept_ratio: 0.5 ((L - L_old) / expected_improvement > accept_ratio; the adapter's line_search runs 0)
+    # trpo.py:539: accept iff kl < max_kl_divergence (strict) and (L - L_old) / expected_improvement > accept_ratio
+    "line_search_accept_ratio": 0.5,  # TRPO_CFG accept_ratio (trpo_cfg.py:113)
+    "trpo_advantage_normalization": "batch",  # compute_gae always standardises: (A - mean) / (std + 1e-8)
+    "trpo_policy_families": ["gaussian"],  # kl_divergence reads outputs["mean_actions"] and ["log_std"] (trpo.py:155-183)
     # kl_direction: "KL(old || new)" (kl_divergence(policy_1=backup_policy, policy_2=policy))
 }
 
@@ -405,40 +408,44 @@ class _ScriptedGaussian(Model):
         raise NotImplementedError
 
     def act(self, inputs, *, role=""):
-        n = inputs["observations"].shape[0]
+        rows = inputs["observations"][:, 0].long()  # the memory's sample i is observation [i] (it shuffles them)
+        n = len(rows)
         if not self.backup:
             self.seen.append(self.theta.detach().clone())
-        log_prob, mean = self.script(self.theta, self.backup)
+        log_prob, mean = self.script(self.theta, self.backup)  # log_prob: one per sample
         mean = mean.reshape(1, -1).expand(n, -1)
-        return torch.zeros(n, 1), {"log_prob": log_prob.reshape(1, 1).expand(n, 1), "mean_actions": mean,
+        return torch.zeros(n, 1), {"log_prob": log_prob.reshape(-1)[rows].reshape(n, 1), "mean_actions": mean,
                                    "log_std": torch.zeros_like(mean)}
 
     def distribution(self, *, role=""):
         return torch.distributions.Normal(torch.zeros(1), torch.ones(1))  # only its stddev is logged
 
 
-def _trpo_update(theta0, script, *, max_kl, cg_iters, damping, max_backtracks, accept_ratio):
-    """One real TRPO.update() on one sample (advantage 1, log pi_old 0); returns (policy, evaluations)."""
+def _trpo_update(theta0, script, advantages, *, max_kl, cg_iters, damping, max_backtracks):
+    """One real TRPO.update() (skrl's accept_ratio) on one sample per advantage (log pi_old 0), with
+    compute_gae replaced by those advantages; returns (policy, evaluations)."""
     seen: list = []
     policy = _ScriptedGaussian(theta0, script, seen)
     value = _Given("value")
-    one = torch.ones(1, 1)
+    n = len(advantages)
+    index = torch.arange(n, dtype=torch.float32).reshape(n, 1)
     with _library_call():
-        memory = RandomMemory(memory_size=1, num_envs=1, device="cpu")
+        memory = RandomMemory(memory_size=1, num_envs=n, device="cpu")
         cfg = {"rollouts": 1, "learning_epochs": 1, "mini_batches": 1, "max_kl_divergence": float(max_kl),
                "conjugate_gradient_steps": int(cg_iters), "damping": float(damping),
-               "max_backtrack_steps": int(max_backtracks), "accept_ratio": float(accept_ratio),
+               "max_backtrack_steps": int(max_backtracks),
                "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
         agent = TRPO(models={"policy": policy, "value": value}, memory=memory, observation_space=_OBSERVATION,
                      action_space=_ACTION, device="cpu", cfg=cfg)
         agent.init()
         agent.enable_training_mode(True)
-        no = torch.zeros(1, 1, dtype=torch.bool)
-        _step(agent, 0 * one, 0 * one, 0 * one, no, no, 0, 1)
+        no = torch.zeros(n, 1, dtype=torch.bool)
+        _step(agent, index, torch.zeros(n, 1), index, no, no, 0, 1)
         value.collecting = False  # the critic's update after the policy's needs a graph
         del seen[:]  # the collection step's evaluation
         trpo_gae = skrl_trpo_module.compute_gae
-        skrl_trpo_module.compute_gae = lambda **_: (0 * one.reshape(1, 1, 1), one.reshape(1, 1, 1))
+        given = torch.as_tensor(advantages, dtype=torch.float32).reshape(1, n, 1)
+        skrl_trpo_module.compute_gae = lambda **_: (torch.zeros_like(given), given)
         try:
             agent.update(timestep=0, timesteps=1)
         finally:
@@ -478,8 +485,10 @@ class _SuiteGaussian(Model):
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
-    """One real TRPO.update() with skrl's defaults (damping 0.1, accept_ratio 0.5, backtracking 0.5)
-    on the suite's batch; compute_gae replaced by the suite's advantages (see the module docstring)."""
+    """One real TRPO.update() with skrl's defaults (damping 0.1, accept_ratio 0.5, backtracking 0.5) on
+    the suite's batch: a one-step rollout of B environments whose rewards are the suite's advantages,
+    values 0 and discount 0, so skrl's own compute_gae turns them into exactly those advantages and
+    standardises them, as it always does."""
     actions = actions.detach()
     n = int(policy(params.detach()).batch_shape[0])
     with torch.no_grad():
@@ -488,24 +497,19 @@ def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backt
     with _library_call():
         cfg = {"rollouts": 1, "learning_epochs": 1, "mini_batches": 1, "max_kl_divergence": float(max_kl),
                "conjugate_gradient_steps": int(cg_iters), "max_backtrack_steps": int(max_backtracks),
-               "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
+               "discount_factor": 0.0, "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
         agent = TRPO(models={"policy": model, "value": value}, memory=RandomMemory(memory_size=1, num_envs=n, device="cpu"),
                      observation_space=_OBSERVATION, action_space=_ACTION, device="cpu", cfg=cfg)
         agent.init()
         agent.enable_training_mode(True)
         index = torch.arange(n, dtype=torch.float32).reshape(n, 1)
         no = torch.zeros(n, 1, dtype=torch.bool)
-        agent.memory.add_samples(observations=index, actions=torch.zeros(n, 1), rewards=torch.zeros(n, 1),
-                                 terminated=no, truncated=no, log_prob=logp_old.reshape(n, 1), values=torch.zeros(n, 1))
+        rewards = _float32(advantages).detach().reshape(n, 1)
+        agent.memory.add_samples(observations=index, actions=torch.zeros(n, 1), rewards=rewards, terminated=no,
+                                 truncated=no, log_prob=logp_old.reshape(n, 1), values=torch.zeros(n, 1))
         agent._current_next_observations = index  # what record_transition leaves for update()'s last values
         value.collecting = False  # the critic's update after the policy's needs a graph
-        given = _float32(advantages).detach().reshape(1, n, 1)
-        trpo_gae = skrl_trpo_module.compute_gae
-        skrl_trpo_module.compute_gae = lambda **_: (torch.zeros_like(given), given)
-        try:
-            agent.update(timestep=0, timesteps=1)
-        finally:
-            skrl_trpo_module.compute_gae = trpo_gae
+        agent.update(timestep=0, timesteps=1)
     return model.theta.detach().to(torch.float32)  # the memory holds log pi_old as float32: judge at that precision
 
 
@@ -530,36 +534,39 @@ def natural_step(grad, fvp, max_kl, cg_iters):
     def script(theta, backup):
         return (theta - theta.detach()) @ g, M @ theta
 
-    policy, seen = _trpo_update(theta0, script, max_kl=max_kl, cg_iters=cg_iters, damping=RLSPEC_CONVENTIONS["damping"],
-                                max_backtracks=1, accept_ratio=RLSPEC_CONVENTIONS["line_search_accept_ratio"])
+    policy, seen = _trpo_update(theta0, script, [1.0], max_kl=max_kl, cg_iters=cg_iters,
+                                damping=RLSPEC_CONVENTIONS["damping"], max_backtracks=1)
     # evaluations: the surrogate's gradient, the CG's Hessian products, then the trial
     trials = [theta for theta in seen if not torch.equal(theta, theta0)]
     return (trials[0] - theta0).numpy()
 
 
-def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks):
-    return _line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, accept_ratio=0.0)
-
-
-def _line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, *, accept_ratio):
-    """``accept_ratio`` > 0 makes skrl divide the improvement by its expected improvement, which
-    here is ``fullstep . fullstep`` (the scripted gradient is ``fullstep``)."""
+def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, expected_improve_rate=None):
+    """update()'s backtracking loop with skrl's accept_ratio (0.5) on a scripted policy whose surrogate is
+    the suite's and whose gradient g has g'fullstep = expected_improve_rate (see the module docstring)."""
+    if expected_improve_rate is None:
+        raise ValueError("skrl's line search compares each gain with g'fullstep: pass expected_improve_rate")
     x0, f = _vector(x0), _vector(fullstep)
     norm2 = float(f @ f)
     c = 2.0 * float(max_kl) / norm2 if norm2 > 0 else 1.0  # KL curvature that makes update()'s full_step = fullstep
+    g = float(expected_improve_rate) / norm2 * f if norm2 > 0 else f
     base = float(surrogate(x0.numpy().copy()))
 
     def script(theta, backup):
+        """Two samples with advantages +1 and -1: skrl's surrogate mean(A exp(log pi)) is
+        ((1 + 2 max(D, 0)) - (1 + 2 max(-D, 0))) / 2 = D = surrogate(theta) - surrogate(x0) at theta,
+        and its gradient at x0 is g."""
         at = theta.detach()
         quadratic = (c ** 0.5) * (theta - at)
         if backup:
-            return torch.zeros((), dtype=torch.float64), torch.cat([quadratic, torch.zeros(1, dtype=torch.float64)])
-        log_prob = torch.tensor(float(surrogate(at.numpy().copy())) - base, dtype=torch.float64) + (theta - at) @ f
+            return torch.zeros(2, dtype=torch.float64), torch.cat([quadratic, torch.zeros(1, dtype=torch.float64)])
+        gain = float(surrogate(at.numpy().copy())) - base
+        linear = (theta - at) @ g
+        log_prob = torch.stack([math.log1p(2.0 * max(gain, 0.0)) + linear, math.log1p(2.0 * max(-gain, 0.0)) - linear])
         distance = torch.tensor([(2.0 * max(float(kl(at.numpy().copy())), 0.0)) ** 0.5], dtype=torch.float64)
         return log_prob, torch.cat([quadratic, distance])
 
-    policy, _ = _trpo_update(x0, script, max_kl=max_kl, cg_iters=10, damping=0.0, max_backtracks=max_backtracks,
-                             accept_ratio=accept_ratio)
+    policy, _ = _trpo_update(x0, script, [1.0, -1.0], max_kl=max_kl, cg_iters=10, damping=0.0, max_backtracks=max_backtracks)
     return policy.theta.detach().numpy().copy()
 
 
