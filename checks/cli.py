@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..spec import catalogue
+from ..spec import catalogue, contract
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="print the clause catalogue")
     listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
 
+    contract_cmd = commands.add_parser("contract", help="the operations, conventions and declarations a candidate may use")
+    contract_cmd.add_argument("--format", choices=["text", "json", "markdown", "readme"], default="text",
+                              help="markdown: docs/contract.md; readme: the README's protocol table")
+
     explain = commands.add_parser("explain", help="statement, sources, proof, reference code and checks of a clause")
     explain.add_argument("clause")
 
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
+    handler = {"check": cmd_check, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -250,6 +254,20 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_contract(args) -> int:
+    from . import contract_docs
+
+    if args.format == "json":
+        print(json.dumps(contract_docs.as_json(), indent=2))
+    elif args.format == "markdown":
+        sys.stdout.write(contract_docs.markdown() + "\n")
+    elif args.format == "readme":
+        print(contract_docs.readme_table())
+    else:
+        print(contract_docs.text())
+    return EXIT_OK
+
+
 def cmd_explain(args) -> int:
     from . import reference_candidate
     from .registry import load_all
@@ -270,6 +288,10 @@ def cmd_explain(args) -> int:
         out += ["real bugs it targets (research/bugs.md):"] + [f"  {b}" for b in clause.bugs]
     if clause.notes:
         out += ["notes:", wrap(clause.notes)]
+    affecting = [k for k in contract.conventions().values() if clause.id in k.clauses]
+    if affecting:
+        out += ["conventions (RLSPEC_CONVENTIONS) that affect it:"]
+        out += [wrap(f"{k.key}: {k.allowed_text()}; default {k.default!r}. {k.meaning}", "  ") for k in affecting]
     for proof_id in clause.proofs:
         proof = PROOFS[proof_id]
         verdict = proof()

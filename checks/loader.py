@@ -1,17 +1,14 @@
 """Load a candidate from a built-in name, a dotted module (optionally ``module:object``) or a file.
 
-A candidate module exposes any subset of the protocol's operations as functions, and may declare:
+A candidate module exposes any subset of the contract's operations as functions and may declare
+``RLSPEC_ARRAY``, ``RLSPEC_PRECISION``, ``RLSPEC_FLAGS``, ``RLSPEC_CONVENTIONS``, ``RLSPEC_XFAIL`` and
+``RLSPEC_VERSION`` (their meanings and allowed values: spec/contract/00_candidate.toml, docs/contract.md).
+Every declaration is validated here, once: a name, key, value or xfail id the contract does not know is a
+:class:`LoadError` with one line that names it and suggests the nearest valid one.
 
-    RLSPEC_ARRAY = "torch"          # numpy (default), torch or jax: the arrays it receives
-    RLSPEC_PRECISION = "float32"    # it computes in single precision: judge it with float32 bounds
-    RLSPEC_FLAGS = "float"          # terminated / truncated as 0.0 / 1.0 arrays instead of bool
-    RLSPEC_CONVENTIONS = {...}      # declared conventions (e.g. {"advantage_std_ddof": 1})
-    RLSPEC_XFAIL = {"CLAUSE-ID": "reason, with an upstream link"}
-    RLSPEC_VERSION = "1.2.3"        # the version of the code under test
-
-Loading runs the candidate's code. Nothing is loaded until asked for; built-in adapters live in
-``rlspec.checks.adapters`` and are imported only by name: a bare name (``sb3``) resolves to the
-adapter module of that name, and ``<adapter>.xfail`` beside it lists the library's declared
+Loading runs the candidate's code. Nothing is loaded until asked for: the built-in ``reference`` is
+rlspec's own (``rlspec.checks.reference_candidate``); a bare name (``sb3``) resolves to the library adapter
+of that name in ``rlspec.checks.adapters``, and ``<adapter>.xfail`` beside it lists the library's declared
 deviations (``CLAUSE-ID  # reason, upstream link`` per line).
 """
 

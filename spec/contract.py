@@ -160,11 +160,44 @@ class Declaration:
 
 
 @dataclass(frozen=True)
+class KnownAnswer:
+    """One operation's inputs and the outputs the math gives for them, worked exactly (by hand, checked by
+    a proof) or published to ``digits`` decimals. Read by the proofs, the checks and the tests alike."""
+
+    id: str
+    operation: str
+    clauses: tuple[str, ...]
+    meaning: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    conventions: dict[str, Any] = field(default_factory=dict)
+    digits: int | None = None  # None: exact (every number is the exact value); n: rounded to n decimals
+
+    def arrays(self, part: str = "inputs") -> dict[str, Any]:
+        """``inputs`` or ``outputs`` with lists as numpy arrays (bool lists as bool arrays), in the
+        operation's argument order: keyword arguments for the candidate's call."""
+        import numpy as np
+
+        values = getattr(self, part)
+        spec = operations()[self.operation]
+        order = [a.name for a in (spec.inputs if part == "inputs" else spec.outputs)]
+        converted = {}
+        for name in sorted(values, key=order.index):
+            value = values[name]
+            if isinstance(value, list):
+                flat = np.asarray(value)
+                value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.float64)
+            converted[name] = value
+        return converted
+
+
+@dataclass(frozen=True)
 class Contract:
     version: int
     operations: dict[str, Operation]
     conventions: dict[str, Convention]
     declarations: dict[str, Declaration]
+    known_answers: dict[str, KnownAnswer] = field(default_factory=dict)
     files: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -251,6 +284,28 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
     return Convention(**{**convention.__dict__, "default": normalised})
 
 
+def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict[str, Convention], where: str) -> KnownAnswer:
+    _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits"},
+          ("id", "operation", "clauses", "meaning", "inputs", "outputs"), where)
+    where = f"{where}: known answer {raw['id']}"
+    op = operations.get(raw["operation"])
+    if op is None:
+        raise ContractError(f"{where}: no operation {raw['operation']!r} (define operations first)")
+    unknown_in = set(raw["inputs"]) - {a.name for a in op.inputs}
+    unknown_out = set(raw["outputs"]) - {a.name for a in op.outputs}
+    missing = {a.name for a in op.inputs if not a.optional} - set(raw["inputs"])
+    if unknown_in or unknown_out or missing:
+        raise ContractError(f"{where}: inputs/outputs must be {op.name}'s arguments (unknown {sorted(unknown_in | unknown_out)}, "
+                            f"missing {sorted(missing)})")
+    answer = KnownAnswer(raw["id"], raw["operation"], tuple(raw["clauses"]), " ".join(raw["meaning"].split()),
+                         dict(raw["inputs"]), dict(raw["outputs"]), dict(raw.get("conventions", {})), raw.get("digits"))
+    try:
+        validate_conventions(answer.conventions, conventions)
+    except ContractError as exc:
+        raise ContractError(f"{where}: {exc}") from None
+    return answer
+
+
 def _declaration(raw: dict, where: str) -> Declaration:
     _keys(raw, {"name", "meaning", "type", "allowed", "default"}, ("name", "meaning"), where)
     declaration = Declaration(raw["name"], " ".join(raw["meaning"].split()), raw.get("type", "choice"),
@@ -266,11 +321,12 @@ def load() -> Contract:
     operations: dict[str, Operation] = {}
     conventions: dict[str, Convention] = {}
     declarations: dict[str, Declaration] = {}
+    pending: list[tuple[dict, str]] = []  # known answers, validated once every convention is known
     version = None
     files = sorted(CONTRACT_DIR.glob("*.toml"))
     for path in files:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        unknown = set(data) - {"contract", "operation", "convention", "declaration"}
+        unknown = set(data) - {"contract", "operation", "convention", "declaration", "known_answer"}
         if unknown:
             raise ContractError(f"{path.name}: unknown tables {sorted(unknown)}")
         if "contract" in data:
@@ -292,9 +348,16 @@ def load() -> Contract:
         for raw in data.get("declaration", []):
             declaration = _declaration(raw, path.name)
             declarations[declaration.name] = declaration
+        pending += [(raw, path.name) for raw in data.get("known_answer", [])]
     if version is None:
         raise ContractError("spec/contract: no [contract] version")
-    return Contract(version, operations, conventions, declarations, tuple(p.name for p in files))
+    contract = Contract(version, operations, conventions, declarations, {}, tuple(p.name for p in files))
+    for raw, where in pending:
+        answer = _known_answer(raw, operations, conventions, where)
+        if answer.id in contract.known_answers:
+            raise ContractError(f"{where}: known answer {answer.id} is defined twice")
+        contract.known_answers[answer.id] = answer
+    return contract
 
 
 def operations() -> dict[str, Operation]:
@@ -317,6 +380,16 @@ def declarations() -> dict[str, Declaration]:
     return load().declarations
 
 
+def known_answers(operation: str | None = None) -> dict[str, KnownAnswer]:
+    """Every known answer (of one operation, if given), in file order."""
+    answers = load().known_answers
+    return answers if operation is None else {k: a for k, a in answers.items() if a.operation == operation}
+
+
+def known_answer(answer_id: str) -> KnownAnswer:
+    return load().known_answers[answer_id]
+
+
 # ------------------------------------------------------------------------------------------------
 # a candidate's declarations
 
@@ -327,14 +400,14 @@ def nearest(word: str, choices) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def validate_conventions(declared: Mapping[str, Any]) -> dict[str, Any]:
+def validate_conventions(declared: Mapping[str, Any], known: Mapping[str, Convention] | None = None) -> dict[str, Any]:
     """A candidate's ``RLSPEC_CONVENTIONS``, validated and normalised (see :meth:`Convention.validate`).
 
     An unknown key or a value the contract does not allow raises :class:`ContractError` with one line
     that names it, says what is allowed and suggests the nearest key."""
     if not isinstance(declared, Mapping):
         raise ContractError(f"RLSPEC_CONVENTIONS is {type(declared).__name__}; expected a dict of convention -> value")
-    known = conventions()
+    known = conventions() if known is None else known
     result = {}
     for key, value in declared.items():
         if key not in known:

@@ -12,26 +12,22 @@ from rlspec.checks import run_conformance
 from rlspec.checks.strategies import rollouts
 from rlspec.reference import gae as ref
 from rlspec.reference.returns import rewards_to_go
+from rlspec.spec import contract
 
-P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
-          terminated=np.array([0, 1, 0, 0], bool), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
-P2 = dict(P1, next_values=np.array([0.5, 3.0, 0.5, 2.0]), terminated=np.zeros(4, bool),
-          truncated=np.array([0, 1, 0, 0], bool))
-
-
-def test_seed_hand_computed_example():
-    advantages, returns = ref.gae(**P1)
-    assert advantages.tolist() == [0.875, 0.5, 1.125, 1.5]  # exact: dyadic rationals
-    assert returns.tolist() == [1.375, 1.0, 1.625, 2.0]
+P1 = contract.known_answer("gae.terminal-after-step-1")
+P2 = contract.known_answer("gae.truncated-after-step-1")
 
 
-def test_truncated_twin():
-    assert ref.gae(**P2)[0].tolist() == [1.25, 2.0, 1.125, 1.5]
+@pytest.mark.parametrize("answer", list(contract.known_answers("gae").values()), ids=lambda a: a.id)
+def test_the_reference_gives_every_gae_known_answer_exactly(answer):
+    advantages, returns = ref.gae(**answer.arrays())
+    assert advantages.tolist() == answer.outputs["advantages"]  # exact: dyadic rationals
+    assert returns.tolist() == answer.outputs["returns"]
 
 
 def test_both_flags_set_is_terminal():
-    both = dict(P2, terminated=P2["truncated"])
-    assert ref.gae(**both)[0].tolist() == [0.875, 0.5, 1.125, 1.5]
+    both = dict(P2.arrays(), terminated=P2.arrays()["truncated"])
+    assert ref.gae(**both)[0].tolist() == P1.outputs["advantages"]
 
 
 def test_rewards_to_go_known_answer():
@@ -40,7 +36,7 @@ def test_rewards_to_go_known_answer():
 
 
 def test_float32_in_float32_out():
-    p = {k: (v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in P1.items()}
+    p = {k: (v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in P1.arrays().items()}
     assert ref.gae(**p)[0].dtype == np.float32
 
 

@@ -16,24 +16,15 @@ from ..registry import check
 from ..strategies import Rollout, discounts, finite_floats, rollouts
 from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance
 from ...reference import gae as ref
+from ...spec import contract
 
-# The seed's hand-computed example (seed 000 §7 exercise 2; PROBES P1) and its truncated twin (P2).
-SEED_TERMINAL = Rollout.of(
-    rewards=[1.0, 1.0, 1.0, 1.0],
-    values=[0.5, 0.5, 0.5, 0.5],
-    next_values=[0.5, 0.5, 0.5, 2.0],
-    terminated=[False, True, False, False],
-    truncated=[False, False, False, False],
-    gamma=0.5,
-    lam=0.5,
-)
-SEED_TERMINAL_ADVANTAGES = [0.875, 0.5, 1.125, 1.5]
-SEED_TRUNCATED = SEED_TERMINAL.with_(
-    next_values=np.array([0.5, 3.0, 0.5, 2.0]),
-    terminated=np.zeros(4, dtype=bool),
-    truncated=np.array([False, True, False, False]),
-)
-SEED_TRUNCATED_ADVANTAGES = [1.25, 2.0, 1.125, 1.5]
+# The hand-computed example and its truncated twin: known answers of the contract (spec/contract/10_gae.toml).
+_TERMINAL = contract.known_answer("gae.terminal-after-step-1")
+_TRUNCATED = contract.known_answer("gae.truncated-after-step-1")
+SEED_TERMINAL = Rollout.of(**_TERMINAL.inputs)
+SEED_TERMINAL_ADVANTAGES = _TERMINAL.outputs["advantages"]
+SEED_TRUNCATED = Rollout.of(**_TRUNCATED.inputs)
+SEED_TRUNCATED_ADVANTAGES = _TRUNCATED.outputs["advantages"]
 
 
 def run_gae(ctx, rollout: Rollout, **options):
@@ -94,7 +85,7 @@ def seed_example(ctx):
     tol = tolerance(SEED_TERMINAL, call.unit_roundoff)
     assert_close(advantages, SEED_TERMINAL_ADVANTAGES, tol, what="advantages", call=call.code,
                  diagnose=lambda a: _diagnose_terminal(a, tol))
-    assert_close(returns, np.add(SEED_TERMINAL_ADVANTAGES, 0.5), returns_tolerance(tol, advantages, 0.5, call.unit_roundoff),
+    assert_close(returns, _TERMINAL.outputs["returns"], returns_tolerance(tol, advantages, 0.5, call.unit_roundoff),
                  what="returns", call=call.code)
 
 
@@ -105,7 +96,7 @@ def seed_example_truncated(ctx):
     tol = tolerance(SEED_TRUNCATED, call.unit_roundoff)
     assert_close(advantages, SEED_TRUNCATED_ADVANTAGES, tol, what="advantages", call=call.code,
                  diagnose=lambda a: _diagnose_truncated(a, tol))
-    assert_close(returns, np.add(SEED_TRUNCATED_ADVANTAGES, 0.5), returns_tolerance(tol, advantages, 0.5, call.unit_roundoff),
+    assert_close(returns, _TRUNCATED.outputs["returns"], returns_tolerance(tol, advantages, 0.5, call.unit_roundoff),
                  what="returns", call=call.code)
 
 

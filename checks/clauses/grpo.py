@@ -22,14 +22,8 @@ tokens drawn off-policy. The value and expected-gradient clauses draw log ratios
 KL-PENALTY-EXTREME-LOG-RATIO, whose failure names, kind by kind, the ratio pi_ref / pi where the
 candidate starts to deviate (found by bisection).
 
-Conventions (the candidate's ``RLSPEC_CONVENTIONS``, defaults in parentheses; each checked exactly):
-
-    group_std_ddof (1)             1 (verl, TRL, OpenRLHF) or 0
-    group_std_eps (1e-6)           > 0, added to the std (TRL 1e-4, OpenRLHF 1e-9)
-    group_singleton ("zero")       or "score" (verl: mean 0, std 1); or a dict by kind, e.g.
-                                   {"grpo": "score", "rloo": "zero"} (kinds not named: "zero")
-    group_unscorable ("zero")      the advantage of a NaN score (TRL: 0), or "nan"
-    kl_penalty_off_policy ("importance-weighted")   or "on-policy-only" (fails KL-PENALTY-OFF-POLICY)
+Conventions (group_std_ddof, group_std_eps, group_singleton, group_unscorable, kl_penalty_off_policy,
+kl_penalty_kinds) are the contract's (spec/contract/85_grpo.toml), each checked exactly.
 """
 
 from __future__ import annotations

@@ -5,18 +5,9 @@ table, PROBES P5/P6/P8/P10, bugs.md's smallest inputs), then searches drawn inpu
 numbers come from the formulas (evaluated in float64 on the exact inputs the candidate received),
 from exact values, or from the candidate itself (its own parameters after each optimizer step).
 
-Conventions. Where libraries differ the candidate declares its choice in ``RLSPEC_CONVENTIONS``
-and the clause checks that choice exactly (defaults in parentheses):
-
-    dual_clip (None)                c > 1: for A < 0 the objective is max(L_clip, c A)
-    clip_eps_high (None)            upper clip bound 1 + clip_eps_high (asymmetric, "clip-higher")
-    value_loss_factor (1.0)         k in k mean (V - R)^2; 0.5 for the 0.5 (V - R)^2 convention
-    advantage_std_ddof (1)          1: sample std (torch's default); 0: population std (numpy's)
-    advantage_eps (1e-8)            the stabiliser, in the form
-    advantage_eps_form ("std")      "std": / (std + eps); "var": / sqrt(var + eps); "clamp": / max(std, eps)
-    advantage_normalization ("batch")   inside ppo_update: over the whole batch once, or "minibatch"
-    kl_stop ("epoch")               "epoch": after each epoch on its KL; "minibatch": before each step
-    kl_stop_factor (1.0)            stop when approx_kl > factor * target_kl
+Conventions (dual_clip, clip_eps_high, value_loss_factor, the advantage normalisation's ddof, eps and
+form, and ppo_update's normalisation scope and KL stop) are the contract's (spec/contract/30_ppo.toml);
+each clause checks the declared value exactly.
 
 ``ppo_update``'s protocol. The suite hands the candidate what a collector would have produced,
 built so that every property is observable from outside:

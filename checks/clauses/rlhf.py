@@ -11,10 +11,8 @@ Garbage. Masked positions hold large finite numbers (a model's outputs at pad po
 NaN or inf: implementations that multiply by the mask (verl, OpenRLHF) turn NaN into NaN, and no
 forward pass produces one. Outputs at masked positions are not compared.
 
-Conventions (``RLSPEC_CONVENTIONS``; defaults in parentheses):
-
-    log_ratio_clamp (None)          K > 0: r = exp(clamp(logp_new - logp_old, -K, K)) (verl, OpenRLHF: 20)
-    seq_mean_token_mean_eps (0)     "seq-mean-token-mean" divides row sums by n_b + eps (verl, OpenRLHF: 1e-8)
+Conventions (log_ratio_clamp, seq_mean_token_mean_eps, aggregate_loss_modes) are the contract's
+(spec/contract/80_rlhf.toml).
 
 Tolerances (u: the unit roundoff judged; eta: the smallest normal number of that precision, the
 absolute loss of one rounding below it):

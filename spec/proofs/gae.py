@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .. import contract
 from .core import ProofResult, combine, identity, proof
 
 HORIZON = 8
@@ -166,21 +167,29 @@ def recursion_unrolls(recursion=backward_recursion) -> ProofResult:
     "gae.seed_example",
     statement="""The seed's hand-computed examples are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
     step 1, V(s_4) = 2: terminal -> [7/8, 1/2, 9/8, 3/2]; truncated with V(final obs) = 3 -> [5/4, 2, 9/8, 3/2].""",
-    assumptions="Exact rational arithmetic; the recursion of gae.recursion_unrolls with the two masks.",
+    assumptions="Exact rational arithmetic on the known answers' inputs (spec/contract/10_gae.toml, dyadic floats); the recursion of gae.recursion_unrolls with the two masks; returns = advantages + values.",
 )
 def seed_example() -> ProofResult:
-    half = sp.Rational(1, 2)
+    def exact_gae(answer):
+        """GAE by its definition in exact rationals on the known answer's inputs: delta_t = r_t + gamma
+        (1 - terminated_t) V'_t - V_t, A_t = delta_t + gamma lambda (1 - end_t) A_{t+1}."""
+        x = answer.inputs
+        q = lambda v: sp.Rational(v)
+        gamma, lam = q(x["gamma"]), q(x["lam"])
+        advantages, running = [], sp.Integer(0)
+        for t in reversed(range(len(x["rewards"]))):
+            bootstrap = 0 if x["terminated"][t] else gamma * q(x["next_values"][t])
+            delta = q(x["rewards"][t]) + bootstrap - q(x["values"][t])
+            running = delta + gamma * lam * (0 if x["terminated"][t] or x["truncated"][t] else running)
+            advantages.insert(0, running)
+        return advantages
 
-    def solve(bootstrap_after_1):
-        deltas = [1 + half * half - half, 1 + half * bootstrap_after_1 - half, 1 + half * half - half, 1 + half * 2 - half]
-        a3 = deltas[3]
-        a2 = deltas[2] + half * half * a3
-        a1 = deltas[1]  # the trace ends after step 1 in both cases
-        a0 = deltas[0] + half * half * a1
-        return [a0, a1, a2, a3]
-
-    terminal = [sp.Rational(7, 8), half, sp.Rational(9, 8), sp.Rational(3, 2)]
-    truncated = [sp.Rational(5, 4), sp.Integer(2), sp.Rational(9, 8), sp.Rational(3, 2)]
-    steps = [identity(a, b, f"terminal A_{i}") for i, (a, b) in enumerate(zip(solve(0), terminal))]
-    steps += [identity(a, b, f"truncated A_{i}") for i, (a, b) in enumerate(zip(solve(3), truncated))]
+    steps = []
+    for answer_id in ("gae.terminal-after-step-1", "gae.truncated-after-step-1"):
+        # The contract's known answers (spec/contract/10_gae.toml) are dyadic floats: exact as rationals.
+        answer = contract.known_answer(answer_id)
+        expected = [sp.Rational(a) for a in answer.outputs["advantages"]]
+        steps += [identity(a, b, f"{answer_id} A_{i}") for i, (a, b) in enumerate(zip(exact_gae(answer), expected))]
+        steps += [identity(sp.Rational(r), sp.Rational(a) + sp.Rational(v), f"{answer_id} returns_{i}")
+                  for i, (r, a, v) in enumerate(zip(answer.outputs["returns"], answer.outputs["advantages"], answer.inputs["values"]))]
     return combine(steps)
