@@ -33,12 +33,15 @@ What each operation drives (paths in ``site-packages/skrl``):
 - ``normalize_advantages``: ``compute_gae``'s own normalisation (its second output) of a rollout
   whose raw advantages are the suite's (rewards = A, values = 0, discount 0).
 - ``diag_gaussian_log_prob``, ``diag_gaussian_entropy``: ``GaussianMixin.act`` with ``taken_actions``
-  (log-prob reduction "sum") and ``GaussianMixin.get_entropy``, with ``clip_log_std`` off: the clamp
-  to [-20, 2] is a model setting, declared below.
-- ``trpo_update``: one real ``TRPO.update()`` whose policy is the suite's ``policy(theta)`` (skrl's
-  TRPO reads ``mean_actions`` and ``log_std``: Gaussian policies only; a categorical one fails there
-  as it does in skrl), with ``compute_gae`` replaced by the suite's advantages and skrl's defaults
-  otherwise (accept_ratio 0.5). ``fisher_vector_product``: the module's function on that policy.
+  and ``GaussianMixin.get_entropy``, with the mixin's defaults (``clip_actions=False``,
+  ``clip_log_std=True`` with [-20, 2], reduction "sum"); the suite's log-stds lie inside the clamp.
+- ``trpo_update``: one real ``TRPO.update()`` with skrl's defaults (damping 0.1, accept_ratio 0.5,
+  backtracking 0.5) whose policy is the suite's ``policy(theta)``, on a one-step rollout of B
+  environments whose rewards are the suite's advantages (values 0, discount 0): skrl's own
+  ``compute_gae`` turns them into those advantages and standardises them, as it always does
+  (declared ``trpo_advantage_normalization``). skrl's TRPO reads ``mean_actions`` and ``log_std``:
+  Gaussian policies only (declared ``trpo_policy_families``; a categorical one raises KeyError
+  'mean_actions' in skrl). ``fisher_vector_product``: the module's function on that policy.
 
 - ``conjugate_gradient``: ``agents.torch.trpo.trpo.conjugate_gradient`` (x0 = 0), whose matrix is
   ``fisher_vector_product`` of a policy: the module's ``fisher_vector_product`` is replaced, for the
@@ -52,9 +55,11 @@ What each operation drives (paths in ``site-packages/skrl``):
   ``fullstep``; the mean is ``[sqrt(c) (theta - theta.detach()), sqrt(2 kl(theta))]`` (the old
   policy's last entry 0), so the KL skrl computes is the suite's ``kl(theta)`` and its Hessian ``c I``
   with ``c = 2 max_kl / |fullstep|^2`` (damping 0): ``full_step`` is exactly ``fullstep``. skrl
-  accepts a trial when ``(L - L_old) / expected_improvement > accept_ratio``; the protocol's rule is
-  plain improvement, which is ``accept_ratio = 0`` (the default 0.5 needs the true gradient of the
-  surrogate, which the protocol does not carry; see tests/adapters/test_skrl.py for the default).
+  accepts a trial when ``(L - L_old) / expected_improvement > accept_ratio`` (0.5, its default,
+  declared ``line_search_accept_ratio``): two samples with advantages +1 and -1 make skrl's surrogate
+  exactly ``surrogate(theta) - surrogate(x0)`` and its gradient ``g`` with ``g'fullstep =
+  expected_improve_rate``, which the suite passes to a candidate that declares the ratio. (skrl scales
+  the prediction in place at every backtrack: docs/bugs-found.md.)
 
 Precision: skrl's memory holds float32 tensors, so the adapter computes in float32 and declares
 ``RLSPEC_PRECISION = "float32"``. skrl has no tanh-squashed Gaussian (``tanh_gaussian_log_prob`` is
@@ -101,7 +106,7 @@ RLSPEC_CONVENTIONS = {
     # value_clip_form: "clipped prediction only" (value_clip = 0.2 by default)
     # value_loss_scale: 2.5 (skrl's default critic coefficient)
     # time_limit_bootstrap: False (skrl's default: truncated steps are not bootstrapped and do not end the trace)
-    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default)
+    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default; the suite's log-stds are inside it)
     # storage_dtype: "float32"
     # TRPO.update(), agents/torch/trpo/trpo.py:435-544 (Gaussian policies only)
     "damping": 0.1,  # added to the Fisher-vector product, also inside the step normalisation
@@ -575,12 +580,13 @@ def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, expected_im
 
 
 class _GaussianHead(GaussianMixin, Model):
-    """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored)."""
+    """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored), with
+    GaussianMixin's defaults."""
 
     def __init__(self, mean, log_std):
         actions = gymnasium.spaces.Box(-np.inf, np.inf, (mean.shape[-1],))
         Model.__init__(self, observation_space=_OBSERVATION, action_space=actions, device="cpu")
-        GaussianMixin.__init__(self, clip_actions=False, clip_log_std=False, reduction="sum")
+        GaussianMixin.__init__(self)
         self._mean, self._log_std = mean, log_std
 
     def compute(self, inputs, role=""):
