@@ -34,7 +34,8 @@ What each operation drives (paths in ``site-packages/skrl``):
   whose raw advantages are the suite's (rewards = A, values = 0, discount 0).
 - ``diag_gaussian_log_prob``, ``diag_gaussian_entropy``: ``GaussianMixin.act`` with ``taken_actions``
   and ``GaussianMixin.get_entropy``, with the mixin's defaults (``clip_actions=False``,
-  ``clip_log_std=True`` with [-20, 2], reduction "sum"); the suite's log-stds lie inside the clamp.
+  ``clip_log_std=True``: the log-std is clamped to [-20, 2] first, so the entropy of a log-std of 3
+  is that of 2, ``skrl.xfail``); the variant ``unclamped_log_std`` passes ``clip_log_std=False``.
 - ``trpo_update``: one real ``TRPO.update()`` with skrl's defaults (damping 0.1, accept_ratio 0.5,
   backtracking 0.5) whose policy is the suite's ``policy(theta)``, on a one-step rollout of B
   environments whose rewards are the suite's advantages (values 0, discount 0): skrl's own
@@ -106,7 +107,7 @@ RLSPEC_CONVENTIONS = {
     # value_clip_form: "clipped prediction only" (value_clip = 0.2 by default)
     # value_loss_scale: 2.5 (skrl's default critic coefficient)
     # time_limit_bootstrap: False (skrl's default: truncated steps are not bootstrapped and do not end the trace)
-    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default; the suite's log-stds are inside it)
+    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default: skrl.xfail; variant unclamped_log_std)
     # storage_dtype: "float32"
     # TRPO.update(), agents/torch/trpo/trpo.py:435-544 (Gaussian policies only)
     "damping": 0.1,  # added to the Fisher-vector product, also inside the step normalisation
@@ -279,7 +280,7 @@ time_limit_bootstrap = SimpleNamespace(
     gae=_gae_time_limit_bootstrap,
     RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
 )
-VARIANTS = ("time_limit_bootstrap",)
+VARIANTS = ("time_limit_bootstrap", "unclamped_log_std")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -581,29 +582,41 @@ def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, expected_im
 
 class _GaussianHead(GaussianMixin, Model):
     """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored), with
-    GaussianMixin's defaults."""
+    GaussianMixin's defaults, or ``clip_log_std=False`` (variant ``unclamped_log_std``)."""
 
-    def __init__(self, mean, log_std):
+    def __init__(self, mean, log_std, **options):
         actions = gymnasium.spaces.Box(-np.inf, np.inf, (mean.shape[-1],))
         Model.__init__(self, observation_space=_OBSERVATION, action_space=actions, device="cpu")
-        GaussianMixin.__init__(self)
+        GaussianMixin.__init__(self, **options)
         self._mean, self._log_std = mean, log_std
 
     def compute(self, inputs, role=""):
         return self._mean, {"log_std": self._log_std}
 
 
-def diag_gaussian_entropy(log_std):
-    """GaussianMixin.get_entropy after an act(): the Normal's entropy summed over the action dims."""
-    log_std = _float32(log_std)
-    head = _GaussianHead(torch.zeros_like(log_std), log_std)
-    with _library_call():
-        head.act({"observations": torch.zeros(len(log_std), 1)})
-    return head.get_entropy(role="policy").reshape(-1)
+def _gaussian(**options):
+    def diag_gaussian_entropy(log_std):
+        """GaussianMixin.get_entropy after an act(): the Normal's entropy summed over the action dims."""
+        log_std = _float32(log_std)
+        head = _GaussianHead(torch.zeros_like(log_std), log_std, **options)
+        with _library_call():
+            head.act({"observations": torch.zeros(len(log_std), 1)})
+        return head.get_entropy(role="policy").reshape(-1)
+
+    def diag_gaussian_log_prob(mean, log_std, action):
+        mean, log_std, action = _float32(mean), _float32(log_std), _float32(action)
+        with _library_call():
+            head = _GaussianHead(mean, log_std, **options)
+            _, outputs = head.act({"observations": torch.zeros(len(mean), 1), "taken_actions": action})
+        return outputs["log_prob"].reshape(-1)
+
+    return diag_gaussian_entropy, diag_gaussian_log_prob
 
 
-def diag_gaussian_log_prob(mean, log_std, action):
-    mean, log_std, action = _float32(mean), _float32(log_std), _float32(action)
-    with _library_call():
-        _, outputs = _GaussianHead(mean, log_std).act({"observations": torch.zeros(len(mean), 1), "taken_actions": action})
-    return outputs["log_prob"].reshape(-1)
+diag_gaussian_entropy, diag_gaussian_log_prob = _gaussian()
+
+unclamped_log_std = SimpleNamespace(
+    __doc__="GaussianMixin(clip_log_std=False): the log-std as the model gives it, without the default clamp to "
+    "[-20, 2].",
+    **dict(zip(("diag_gaussian_entropy", "diag_gaussian_log_prob"), _gaussian(clip_log_std=False))),
+)
