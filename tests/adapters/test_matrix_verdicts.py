@@ -43,6 +43,7 @@ def explanations() -> list[tuple[str, bool, str, list[str]]]:
     """(section heading, is a defect entry, candidate, clause patterns) for every ``Cells:`` line."""
     out, heading, defect = [], "", False
     for line in BUGS.read_text(encoding="utf-8").splitlines():
+        line = line.strip()  # a bullet's Cells line is indented
         if line.startswith("## "):
             heading = line[3:].strip()
             defect = bool(re.match(r"\d+\.", heading))
