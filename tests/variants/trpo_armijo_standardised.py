@@ -5,7 +5,6 @@ standardising the advantages, (A - mean) / (std + 1e-8), and accepting Gaussian 
 skrl's TRPO), all declared. numpy for the line search; trpo_update and fisher_vector_product receive
 torch as always."""
 
-import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
