@@ -1,4 +1,4 @@
-"""The token-level RLHF chapter: the reference is pinned to the research notes' measured numbers, the
+"""The token-level RLHF chapter: the reference is pinned to the libraries' measured numbers, the
 checks' layouts and oracles are right, the proofs refute realistic wrong versions, and named library
 behaviours get the verdicts (and diagnoses) they should, clause by clause."""
 
@@ -29,7 +29,7 @@ B = lambda x: torch.tensor(x, dtype=torch.bool)
 
 
 # ---------------------------------------------------------------------------------------------
-# the reference against the notes' numbers
+# the reference against the libraries' measured numbers
 
 
 def test_gae_reference_row_padding_and_hole():
@@ -40,8 +40,8 @@ def test_gae_reference_row_padding_and_hole():
     assert adv[0, case.mask[0]].tolist() == [1.03125, 1.125, 1.5]
     left, _ = ref.token_gae(np.array([[9.0, 1.0, 1.0, 2.0]]), np.array([[1e6, 0.5, 0.5, 0.5]]), np.array([[0, 1, 1, 1]], bool), 0.5, 0.5)
     assert left[0, 1:].tolist() == [1.03125, 1.125, 1.5]
-    p1, _ = ref.token_gae(np.array(checks.P1_ROWS[0]), np.array(checks.P1_ROWS[1]), np.ones((2, 2), bool), 0.5, 0.5)
-    assert p1.tolist() == checks.P1_ROWS_ADVANTAGES
+    p1, _ = ref.token_gae(np.array(checks.GAE_KNOWN_ROWS[0]), np.array(checks.GAE_KNOWN_ROWS[1]), np.ones((2, 2), bool), 0.5, 0.5)
+    assert p1.tolist() == checks.GAE_KNOWN_ROWS_ADVANTAGES
 
 
 def test_gae_reference_tolerates_nan_in_masked_positions():
@@ -121,7 +121,7 @@ def test_token_ppo_dual_clip_asymmetric_and_padding():
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0, 1.0]]), T([[2.0, 5.0]]), B([[1, 0]]), 0.2, 0.2), [[0.0, 800.0]])
     assert value == -2.0 and g.tolist() == [[-2.0, 0.0]]  # exp(799) overflows only where masked: no NaN gradient
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[-1000.1]]), T([[1.0]]), B([[1]]), 0.2, 0.2), [[-1000.0]])
-    assert value == pytest.approx(-math.exp(0.1), rel=1e-12) and g[0, 0] == pytest.approx(-math.exp(0.1), rel=1e-12)  # P6
+    assert value == pytest.approx(-math.exp(0.1), rel=1e-12) and g[0, 0] == pytest.approx(-math.exp(0.1), rel=1e-12)  # the log-space known answer
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0]]), T([[-2.0]]), B([[1]]), 0.2, 0.2), [[25.0]])
     assert value == pytest.approx(2 * math.exp(25.0), rel=1e-12) and g[0, 0] == pytest.approx(2 * math.exp(25.0), rel=1e-12)  # no clamp
 

@@ -3,8 +3,8 @@ mask and no done or bootstrap input (verl, OpenRLHF): every row ends terminal.
 
 Each episode segment of each column becomes one right-padded row; a segment that did not terminate
 (truncated by a time limit, or the rollout's unfinished last episode) gets its bootstrap folded into
-its last reward, r_last + gamma V(s_next), which is exactly what GAE would add there (delta_last =
-r_last + gamma V(s_next) - V(s_last), and nothing after the row's end enters the trace).
+its last reward, r_last + gamma V(s_next), which is exactly what GAE would add there
+(partial-episode bootstrapping, Pardo et al. 2018, arXiv:1712.00378).
 """
 
 from __future__ import annotations

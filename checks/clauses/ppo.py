@@ -1,7 +1,7 @@
 """Checks for the PPO chapter (``spec/clauses/30_ppo.toml``).
 
-Every check starts from fixed known-answer inputs (the same on every seed: seed 000's gradient
-table, PROBES P5/P6/P8/P10, bugs.md's smallest inputs), then searches drawn inputs. Expected
+Every check starts from fixed known-answer inputs (the same on every seed: the clip gradient
+table, the log-space ratio, normalisation and value-loss known answers, the bug catalogue's smallest inputs), then searches drawn inputs. Expected
 numbers come from the formulas (evaluated in float64 on the exact inputs the candidate received),
 from exact values, or from the candidate itself (its own parameters after each optimizer step).
 
@@ -15,7 +15,7 @@ built so that every property is observable from outside:
 * ``policy``: a torch module (:class:`rlspec.reference.ppo.LinearActorCritic`) on one-hot
   observations, one state per sample, so each sample's log-probability depends on its own
   parameters only, bit for bit, whatever minibatch it is evaluated in. ``policy(obs) -> (dist,
-  values)`` (CleanRL / seed 001 style) and ``policy.evaluate_actions(obs, actions) -> (values,
+  values)`` (CleanRL style) and ``policy.evaluate_actions(obs, actions) -> (values,
   log_prob, entropy)`` (SB3's method and order).
 * ``optimizer``: plain SGD over ``policy.parameters()`` (:class:`RecordingSGD`: ``param_groups``,
   ``zero_grad()``, ``step()`` like a ``torch.optim`` optimizer) that records the gradient it receives
@@ -94,14 +94,14 @@ class ClipRange:
 def clip_conventions(ctx) -> ClipRange:
     """The conventions of the clipped loss. A declared dual clip c <= 1 is a defect, not a choice:
     c A lies above the clipped objective for every A < 0, so every negative-advantage sample
-    would be constant (bugs.md C5)."""
+    would be constant (bug C5)."""
     conv = ClipRange(ctx.convention("dual_clip"), ctx.convention("clip_eps_high"))
     if conv.dual_clip is not None and conv.dual_clip <= 1.0:
         raise ClauseFailure(
             f"the candidate declares dual_clip = {conv.dual_clip}, but a dual-clip constant must exceed 1",
             call=f"RLSPEC_CONVENTIONS = {{'dual_clip': {conv.dual_clip!r}}}",
             cause="with c <= 1 the floor c A is above min(r A, clip(r) A) for every A < 0: every negative-advantage "
-            "sample becomes a constant with zero gradient (bugs.md C5)",
+            "sample becomes a constant with zero gradient (bug C5)",
         )
     return conv
 
@@ -259,7 +259,7 @@ def float_arrays(elements, min_size=1, max_size=8):
     return st.lists(elements, min_size=min_size, max_size=max_size).map(lambda v: np.array(v, dtype=np.float64))
 
 
-# P5: seed 000 §2.7, eps = 0.2: (A, r, d loss / d logp_new) for one sample.
+# The clip gradient table (Schulman et al. 2017 §3, Figure 1), eps = 0.2: (A, r, d loss / d logp_new) for one sample.
 GRADIENT_TABLE = [(2.0, 0.5, -1.0), (2.0, 1.0, -2.0), (2.0, 1.5, 0.0), (-2.0, 0.5, 0.0), (-2.0, 1.0, 2.0), (-2.0, 1.5, 3.0)]
 
 
@@ -269,7 +269,7 @@ GRADIENT_TABLE = [(2.0, 0.5, -1.0), (2.0, 1.0, -2.0), (2.0, 1.5, 0.0), (-2.0, 0.
 
 @check("PPO-RATIO-LOG-SPACE")
 def ratio_log_space(ctx):
-    """P6: logp_new = -1000, logp_old = -1000.1 gives a finite loss and gradient equal to r = exp(0.1)'s."""
+    """The log-space known answer: logp_new = -1000, logp_old = -1000.1 gives a finite loss and gradient equal to r = exp(0.1)'s."""
     conv = clip_conventions(ctx)
 
     def verify(logp_new, logp_old, advantages, clip_eps):
@@ -308,7 +308,7 @@ def first_step_vanilla_gradient(ctx):
                      what="d loss / d logp_new at r = 1 vs the vanilla policy gradient -A / B", call=call.code,
                      cause="the advantages are changed inside the loss, or the ratio is inverted")
 
-    verify([-0.5, -1.2], [10.0, -10.0], 0.2)  # bugs.md C2: mixing raw and normalised advantages gives [-0.707, +10]
+    verify([-0.5, -1.2], [10.0, -10.0], 0.2)  # bug C2: mixing raw and normalised advantages gives [-0.707, +10]
     verify([-1.0], [2.0], 0.2)
     verify([-1000.0, -3.0, -0.1, -7.5], [1.0, 2.0, 3.0, -4.0], 0.1)
 
@@ -333,16 +333,16 @@ def clip_loss_value(ctx):
 
 @check("PPO-CLIP-GRADIENT-TABLE")
 def clip_gradient_table(ctx):
-    """P5: the six rows one sample at a time and as one batch, then drawn batches (subgradients at kinks)."""
+    """The clip gradient table: the six rows one sample at a time and as one batch, then drawn batches (subgradients at kinks)."""
     conv = clip_conventions(ctx)
-    # The seed's numbers hold literally unless a declared convention moves a row's region: an upper
+    # The table's numbers hold literally unless a declared convention moves a row's region: an upper
     # bound 1 + eps_high >= 1.5, or a dual clip c <= 1.5.
     literal = (conv.clip_eps_high is None or conv.clip_eps_high < 0.5) and (conv.dual_clip is None or conv.dual_clip > 1.5)
     for A, r, expected in GRADIENT_TABLE:
         _, grad, call, x = check_clip_values(ctx, [math.log(r)], [0.0], [A], 0.2, what=f"A = {A}, r = {r}", conv=conv)
         if literal:  # r A of the exact r: the candidate's r = exp(rounded log r) is within the gradient bound twice over
             tol = 2 * clip_gradient_tolerance(x["logp_new"], x["logp_old"], x["advantages"], call.unit_roundoff)
-            assert_close(grad, [expected], tol, what=f"d loss / d logp_new at A = {A}, r = {r} (seed 000 table)", call=call.code)
+            assert_close(grad, [expected], tol, what=f"d loss / d logp_new at A = {A}, r = {r} (clip gradient table)", call=call.code)
     rows = [math.log(r) for _, r, _ in GRADIENT_TABLE]
     check_clip_values(ctx, [x - 0.25 for x in rows], [-0.25] * 6, [A for A, _, _ in GRADIENT_TABLE], 0.2, what="the six rows as one batch",
                       conv=conv)
@@ -550,7 +550,7 @@ def value_loss(ctx):
 
 @check("PPO-VALUE-LOSS-CLIPPED")
 def value_loss_clipped(ctx):
-    """The max of the unclipped and clipped squared errors (P10; bugs.md C9, C10)."""
+    """The max of the unclipped and clipped squared errors (bugs C9, C10)."""
     cause = "clipped against the current values, min instead of max, the clipped error alone, or the squared error clamped"
     check_value_loss(ctx, [1.0], [2.0], [0.0], 0.2, what="C9: stored V_old = 0, V = 1, R = 2, eps 0.2 (3.24, gradient 0)", cause=cause)
     check_value_loss(ctx, [0.0], [20.0], [0.0], 10.0, what="C10: V = V_old = 0, R = 20, eps 10 (gradient -40)", cause=cause)
@@ -635,10 +635,10 @@ def check_normalisation(ctx, advantages, what):
 
 @check("PPO-ADVANTAGE-NORMALISATION")
 def advantage_normalisation(ctx):
-    """P8: the declared ddof / eps form exactly; [1, 2, 3, 4] and [10, -10], then drawn batches."""
+    """The declared ddof / eps form exactly; [1, 2, 3, 4] and [10, -10], then drawn batches."""
     check_normalisation(ctx, [1.0, 2.0, 3.0, 4.0], "[1, 2, 3, 4]")
     check_normalisation(ctx, [10.0, -10.0], "[10, -10]")
-    check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bugs.md G15: the mean added back gives [1.293, 2.707]
+    check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bug G15a: the mean added back gives [1.293, 2.707]
     spread = float_arrays(_floats(-1e4, 1e4), 2, 32).filter(lambda a: np.std(a) > 1e-3 * (np.max(np.abs(a)) + 1e-300))
     ctx.property(spread, lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", max_examples=drawn_examples(ctx))
 
@@ -689,7 +689,7 @@ def entropy_bonus_sign(ctx):
         assert_close(grad, np.full(B, -coef / B), 8 * u * coef / B + 8 * eta + TINY, what="d entropy loss / d entropy vs -coef / B",
                      call=call.code, cause=cause)
 
-    verify([1.0], 1.0)  # bugs.md C11: log pi(a) = -1, estimate H = 1
+    verify([1.0], 1.0)  # bug C11: log pi(a) = -1, estimate H = 1
     verify([0.5, 1.5, 2.0], 0.01)
     verify([-0.3, 1.2], 0.5)  # a Gaussian's differential entropy can be negative
     ctx.property(st.tuples(float_arrays(_floats(-10.0, 10.0), 1, 16), _floats(0.0, 1.0)), lambda d: verify(*d), label="drawn",

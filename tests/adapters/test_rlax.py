@@ -37,7 +37,7 @@ def test_loads_by_bare_name_and_runs_jax_in_x64():
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts, on the notes' probes
+# the facts behind the verdicts, on the GAE known answers
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
           terminated=np.array([False, True, False, False]), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
@@ -46,7 +46,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
 
 
 def test_gae_probes_and_the_ways_to_express_truncation():
-    """P1, P2 by segments; P2 as one stream: discount 0 -> P1's answer, discount gamma -> leaks (notes 1.2)."""
+    """P1, P2 by segments; P2 as one stream: discount 0 -> P1's answer, discount gamma -> leaks."""
     import jax.numpy as jnp
     import rlax
 

@@ -34,7 +34,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
 P2_BOTH = {**P2, "terminated": P2["truncated"]}
 
 
-def test_gae_probes_match_the_notes():
+def test_gae_known_answers():
     assert skrl.gae(**P1)[0].tolist() == [0.875, 0.5, 1.125, 1.5]
     assert skrl.gae(**P2)[0].tolist() == [1.0078125, 1.03125, 1.125, 1.5]  # the leak of the default
     bootstrap = skrl.time_limit_bootstrap.gae
@@ -77,7 +77,7 @@ def test_log_std_is_clamped_by_default():
 
 
 def test_no_squashed_gaussian():
-    """skrl's torch models have no tanh-squashed Gaussian (P11): the operation is not provided."""
+    """skrl's torch models have no tanh-squashed Gaussian: the operation is not provided."""
     assert not hasattr(skrl, "tanh_gaussian_log_prob")
 
 
@@ -119,7 +119,7 @@ def test_trpo_line_search_compounds_the_expected_improvement():
 def test_trpo_update_is_for_gaussian_policies_only():
     """On a Gaussian policy update() matches the TRPO rule on standardised advantages (damping 0.1,
     backtracking 0.5; the first trial is accepted, so the accept-ratio test does not change the
-    answer); a categorical policy fails inside skrl (KeyError 'mean_actions'), as the notes record."""
+    answer); a categorical policy fails inside skrl (KeyError 'mean_actions')."""
     from rlspec.reference import trpo as ref
 
     rng = np.random.default_rng(0)

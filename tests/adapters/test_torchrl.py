@@ -36,7 +36,7 @@ def test_loads_by_bare_name_with_its_declarations():
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts, on the notes' probes
+# the facts behind the verdicts, on the GAE known answers
 
 P1 = dict(rewards=[1.0] * 4, values=[0.5] * 4, next_values=[0.5, 0.5, 0.5, 2.0],
           terminated=[False, True, False, False], truncated=[False] * 4, gamma=0.5, lam=0.5)
@@ -50,7 +50,7 @@ def tensors(case, **changes):
     return {**out, "gamma": case["gamma"], "lam": case["lam"]}
 
 
-def test_gae_probes_p1_p2():
+def test_gae_known_answers():
     assert adapter.gae(**tensors(P1))[0].tolist() == [0.875, 0.5, 1.125, 1.5]
     assert adapter.gae(**tensors(P2))[0].tolist() == [1.25, 2.0, 1.125, 1.5]
     assert adapter.gae(**tensors(P2))[1].tolist() == [1.75, 2.5, 1.625, 2.0]
@@ -58,12 +58,12 @@ def test_gae_probes_p1_p2():
 
 
 def test_terminated_omitted_treats_truncation_as_termination():
-    """TorchRL defaults terminated to done: P2's data gives P1's answer (notes A2, deviation 1)."""
+    """TorchRL defaults terminated to done: P2's data gives P1's answer."""
     assert adapter.gae_without_terminated.gae(**tensors(P2))[0].tolist() == [0.875, 0.5, 1.125, 1.5]
 
 
 def test_vectorised_gae_raises_at_gamma_lambda_zero():
-    """The smallest reproduction, TorchRL alone (notes A2, deviation 2)."""
+    """The smallest reproduction, TorchRL alone (the vectorised GAE at gamma * lambda = 0)."""
     from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
 
     x = torch.ones(1, 3, 1, dtype=torch.float64)
@@ -74,7 +74,7 @@ def test_vectorised_gae_raises_at_gamma_lambda_zero():
 
 
 def test_gamma_is_rounded_to_float32_on_float64_data():
-    """Why the adapter declares RLSPEC_PRECISION = "float32" (notes A2, deviation 4)."""
+    """Why the adapter declares RLSPEC_PRECISION = "float32" (float32 coefficients)."""
     one = lambda: torch.ones(1, dtype=torch.float64)
     flags = torch.zeros(1, dtype=torch.bool)
     advantage, _ = adapter.gae(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64), one(),
@@ -98,13 +98,13 @@ def test_value_loss_normalisation_and_kl_penalty_conventions_p8_p10():
     l2 = adapter.l2_critic.ppo_value_loss
     assert l2(V, R).item() == pytest.approx((0.25 + 9.0) / 2)  # l2, no 0.5
     clipped = l2(V, R, torch.tensor([0.3, -1.0], dtype=torch.float64), 0.2)
-    assert clipped.item() == pytest.approx((0.25 + 14.44) / 2, rel=1e-6)  # notes P10: [0.25, 14.44]
+    assert clipped.item() == pytest.approx((0.25 + 14.44) / 2, rel=1e-6)  # the clipped value loss: [0.25, 14.44]
     # the default smooth L1 (Huber, delta 1): e^2 / 2 below |e| = 1, |e| - 1/2 above (torchrl.xfail)
     assert adapter.ppo_value_loss(V, R).item() == pytest.approx((0.125 + 2.5) / 2)
     normalised = adapter.normalize_advantages(torch.tensor([0.0, 1e-7], dtype=torch.float64))
     assert normalised.tolist() == pytest.approx([-0.05, 0.05], rel=1e-5)  # std clamped at 1e-6, not + eps
     assert adapter.normalize_advantages(torch.tensor([3.0], dtype=torch.float64)).tolist() == [3.0]
-    assert adapter.kl_coefficient_update(1.0, 0.233211, 0.01).item() == 2.0  # notes P7: beta 1 -> 2
+    assert adapter.kl_coefficient_update(1.0, 0.233211, 0.01).item() == 2.0  # the KL known answer's KL above 1.5 x target: beta 1 -> 2
     assert adapter.kl_coefficient_update(1.0, 0.001, 0.01).item() == 0.5
 
 

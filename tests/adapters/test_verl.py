@@ -45,7 +45,7 @@ def test_the_two_rloo_implementations_disagree_on_a_singleton():
 
 
 # ---------------------------------------------------------------------------------------------
-# facts, on verl's own functions (library notes §2.2)
+# facts, on verl's own functions
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
           terminated=np.array([False, True, False, False]), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
