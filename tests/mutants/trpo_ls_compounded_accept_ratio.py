@@ -6,7 +6,7 @@ times and steps the sufficient-increase test rejects are accepted (skrl 2.1.1, a
 import numpy as np
 
 RLSPEC_CONVENTIONS = {"line_search_accept_ratio": 0.5}
-RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-RULE"], "bug": "skrl-trpo-expected-improvement-compounds"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-RULE"], "bug": "R11 skrl-trpo-line-search-prediction-compounds"}
 
 
 def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, expected_improve_rate=None):

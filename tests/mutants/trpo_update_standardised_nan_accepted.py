@@ -10,7 +10,7 @@ from torch.distributions import kl_divergence
 from rlspec.reference import trpo as ref
 
 RLSPEC_CONVENTIONS = {"trpo_advantage_normalization": "batch"}
-RLSPEC_MUTANT = {"clauses": ["TRPO-UPDATE-TRUST-REGION"], "bug": "standardised advantages NaN on a constant batch"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-UPDATE-TRUST-REGION"], "bug": "R15 tianshou-npg-standardises-advantages-without-epsilon"}
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
