@@ -123,3 +123,16 @@ def test_every_defect_entry_has_a_reproduction_a_version_and_its_upstream_status
 def test_default_status_rule():
     assert default_status("gae", {"gae"}) == "pass"
     assert default_status(["gae", "kl_estimate"], {"gae"}) == "not-provided"
+
+
+def test_every_defect_entry_names_its_catalogued_bug():
+    """Each numbered entry's Version line names its id in spec/bugs.toml (the bug catalogue's R entries
+    point back here for their reproductions)."""
+    import tomllib
+
+    bugs = {b["id"]: b for b in tomllib.loads((ROOT / "spec" / "bugs.toml").read_text(encoding="utf-8"))["bug"]}
+    sections = [s for s in re.split(r"^## ", BUGS.read_text(encoding="utf-8"), flags=re.M)[1:] if re.match(r"\d+\.", s)]
+    for entry in sections:
+        found = re.search(r"^Version: .*bug catalogue: ([A-HR][0-9]+[a-z]?)\b", entry, flags=re.M)
+        assert found, f"{entry.splitlines()[0]}: no 'bug catalogue: ID' on its Version line"
+        assert found.group(1) in bugs, f"{entry.splitlines()[0]}: {found.group(1)} is not in spec/bugs.toml"
