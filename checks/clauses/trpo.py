@@ -12,8 +12,8 @@ say which trials a line search evaluated.
 
 Declared conventions (``damping``, ``backtrack_factor``, ``natural_step_cg_tol``,
 ``line_search_accept_ratio``, ``trpo_advantage_normalization``, ``trpo_policy_families``) are the
-contract's (spec/contract/50_trpo.toml), each checked exactly. A line search's strict ``kl < max_kl`` and the
-default ``kl <= max_kl`` both pass: the checks keep every trial's KL away from max_kl.
+contract's (spec/contract/50_trpo.toml), each checked exactly. A line search's strict ``kl < max_kl``
+and the default ``kl <= max_kl`` both pass: the checks keep every trial's KL away from max_kl.
 
 Not conventions: a line search that tests KL(new || old) (sb3-contrib) constrains a different
 divergence and can accept steps outside the TRPO trust region; a fixed-size natural step
@@ -618,8 +618,8 @@ def natural_step_invariance(ctx):
 # KL grows along the step, as a KL from x0 does). The expected answer is the rule applied to
 # t_k = backtrack_factor^k. The surrogate's slope along fullstep at x0 is a (g'fullstep): a declared
 # accept ratio r > 0 also requires a t + b t^2 > r a t, and then a > 0 (TRPO's fullstep, a positive
-# multiple of F^-1 g, is always an ascent direction; the ratio test means nothing otherwise). A trial whose decision rounding could flip is avoided: a decision is
-# robust if the surrogate's gain and the KL's distance to max_kl both exceed what moving t by the
+# multiple of F^-1 g, is always an ascent direction; the ratio test means nothing otherwise).
+# A trial whose decision rounding could flip is avoided: a decision is robust if the surrogate's gain and the KL's distance to max_kl both exceed what moving t by the
 # rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
 # candidate's precision (2 u |value|) can change.
 
