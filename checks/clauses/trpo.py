@@ -619,8 +619,8 @@ def natural_step_invariance(ctx):
 # t_k = backtrack_factor^k. The surrogate's slope along fullstep at x0 is a (g'fullstep): a declared
 # accept ratio r > 0 also requires a t + b t^2 > r a t, and then a > 0 (TRPO's fullstep, a positive
 # multiple of F^-1 g, is always an ascent direction; the ratio test means nothing otherwise).
-# A trial whose decision rounding could flip is avoided: a decision is robust if the surrogate's gain and the KL's distance to max_kl both exceed what moving t by the
-# rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
+# A trial whose decision rounding could flip is avoided: a decision is robust if the surrogate's gain
+# and the KL's distance to max_kl both exceed what moving t by the rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
 # candidate's precision (2 u |value|) can change.
 
 
