@@ -2,13 +2,7 @@
 explained in docs/bugs-found.md. Reads files only (docs/conformance.json, tests/adapters/expected/*.toml,
 docs/bugs-found.md): no library is imported, so this runs in rlspec's own test suite.
 
-docs/bugs-found.md names the cells each entry explains on a line of its own::
-
-    Cells: `skrl` GAE-SEED-EXAMPLE-TRUNCATED, GRID-*; `skrl:time_limit_bootstrap` GAE-TERMINAL-NO-BOOTSTRAP
-
-(clause patterns may end in ``*``). A defect is a numbered section (``## N. ...``) with its smallest
-reproduction, the version and the upstream status; a red cell that is not a defect is a bullet under
-``## Not a defect``, with its own ``Cells:`` line and the reason.
+docs/bugs-found.md names the cells each entry explains on ``Cells:`` lines (the format: rlspec.checks.bugs_found).
 """
 
 from __future__ import annotations
@@ -20,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from _verdicts import default_status, libraries, table
+
+from rlspec.checks import bugs_found
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "conformance.json"
@@ -40,21 +36,9 @@ def red_cells() -> set[tuple[str, str]]:
 
 
 def explanations() -> list[tuple[str, bool, str, list[str]]]:
-    """(section heading, is a defect entry, candidate, clause patterns) for every ``Cells:`` line."""
-    out, heading, defect = [], "", False
-    for line in BUGS.read_text(encoding="utf-8").splitlines():
-        line = line.strip()  # a bullet's Cells line is indented
-        if line.startswith("## "):
-            heading = line[3:].strip()
-            defect = bool(re.match(r"\d+\.", heading))
-        if not line.startswith("Cells: "):
-            continue
-        for part in line[len("Cells: "):].split(";"):
-            found = re.fullmatch(r"\s*`([^`]+)`\s+(.+?)\s*", part)
-            assert found, f"bugs-found.md, {heading}: cannot read {part!r} (expected `candidate` CLAUSE, CLAUSE-*)"
-            candidate, patterns = found.group(1), [p.strip() for p in found.group(2).split(",") if p.strip()]
-            out.append((heading, defect, candidate, patterns))
-    return out
+    """(section heading, is a defect entry, candidate, clause patterns) for every ``Cells:`` line (the one reader
+    of that format: rlspec.checks.bugs_found)."""
+    return [(x.heading, x.defect, x.candidate, list(x.patterns)) for x in bugs_found.explanations(BUGS.read_text(encoding="utf-8"))]
 
 
 def test_every_candidate_of_the_matrix_has_an_expected_table_and_back():
