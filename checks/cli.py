@@ -83,8 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     study.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
 
     from . import matrix
+    from .book import command as book
 
     matrix.configure(commands.add_parser("matrix", help="check every library adapter; write docs/conformance.md"))
+    book.configure(commands.add_parser("book", help="write the auditor's book and the dashboard, a static site (from a checkout)"))
     return parser
 
 
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix}[args.command]
+    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix, "book": cmd_book}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -316,6 +318,12 @@ def cmd_matrix(args) -> int:
     from . import matrix
 
     return matrix.run(args)
+
+
+def cmd_book(args) -> int:
+    from .book import command
+
+    return command.run(args)
 
 
 # ------------------------------------------------------------------------------------------------

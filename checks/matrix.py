@@ -182,12 +182,19 @@ def render(matrix: dict) -> str:
         f"{matrix['seed']}) from [conformance.json](conformance.json); do not edit by hand. Reproduce with "
         "the command in the README (section *Real libraries*).",
         "",
-        "Each column is a built-in adapter driving a library's real code (`rlspec check --candidate NAME`);",
-        "`adapter:variant` columns drive another configuration or code path of the same library.",
-        "**FAIL**: the library's numbers contradict the clause (defects are listed in",
-        "[bugs-found.md](bugs-found.md)); **error**: the library raised or returned something unusable;",
-        "xfail: a deviation the adapter declares as a deliberate choice (reason below); –: the library",
-        "has no such operation. Every FAIL, error and xfail links to its counterexample.",
+        "Each column is a built-in adapter driving a library's real code (`rlspec check --candidate NAME`).",
+        "**Judged as users run it:** a library's own column uses the library's defaults for everything the",
+        "protocol does not pass (the protocol passes the inputs and hyperparameters: gamma, lambda, the clip",
+        "range, coefficients, max_kl); a non-default setting or another code path is an `adapter:variant`",
+        "column, described under the table. Each adapter's docstring names the library call behind every",
+        "operation and every setting it passes ([adding-an-adapter.md](adding-an-adapter.md)).",
+        "",
+        "**FAIL**: the library's numbers contradict the clause; **error**: the library raised or returned",
+        "something unusable; xfail: a deviation the adapter declares as a deliberate choice (reason below);",
+        "–: the library has no such operation. Every FAIL, error and xfail links to its counterexample, and",
+        "every FAIL and error is explained in [bugs-found.md](bugs-found.md): a defect with its smallest",
+        "reproduction and upstream status, or a listed reason why it is not one (a test checks that none is",
+        "left out).",
         "",
         "## Libraries",
         "",
@@ -268,6 +275,7 @@ def run(args) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "conformance.md").write_text(render(matrix), encoding="utf-8")
         print(f"wrote {Path(args.out) / 'conformance.md'}")
+        _record_history(matrix, Path(args.out))
         return 0
     every = adapters()
     chosen = [n.strip() for n in args.adapters.split(",") if n.strip()] if args.adapters else every
@@ -307,12 +315,23 @@ def run(args) -> int:
     matrix = merge(reports, profile=args.profile, seed=args.seed)
     json_path, md_path = write(matrix, Path(args.out))
     print(f"wrote {md_path} and {json_path}")
+    _record_history(matrix, Path(args.out))
     required = {n.strip() for n in (args.require or "").split(",") if n.strip()}
     absent = sorted(r["adapter"] for r in reports if r["adapter"] in required and not r.get("available"))
     if absent:
         print(f"rlspec: required adapters not installed: {', '.join(absent)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _record_history(matrix: dict, out_dir: Path) -> None:
+    """Keep each library version's verdicts beside the matrix (OUT/matrix-history/ADAPTER/VERSION.json): the
+    history the book (``rlspec book``) shows. A version already recorded is replaced by this run's verdicts."""
+    from .book import history
+
+    written = history.record(matrix, out_dir / history.FOLDER)
+    if written:
+        print(f"wrote {len(written)} history file(s) in {out_dir / history.FOLDER}")
 
 
 def _counts(summary: dict) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 from .pg import nonzero, rational_identity
 
 MIN_OUTCOMES, MAX_OUTCOMES = 2, 6
@@ -34,13 +34,15 @@ def k3(x):
 def positive(expr, variable, label: str) -> ProofResult:
     """``expr > 0`` for every positive ``variable``: proved if SymPy's assumptions decide it."""
     simplified = sp.simplify(expr)
+    decided = [Identity(label, simplified, sp.Integer(0), ">")]
     if simplified.is_positive:
-        return ProofResult(PROVED, [f"{label}: {simplified} > 0: proved"])
+        return ProofResult(PROVED, [f"{label}: {simplified} > 0: proved"], identities=decided)
     for point in (sp.Rational(1, 3), sp.Integer(1), sp.Integer(3)):
         value = simplified.subs(variable, point)
         if value.is_number and not value.is_positive:
-            return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {variable} = {point} it is {value}")
-    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {simplified}")
+            return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {variable} = {point} it is {value}",
+                               identities=decided)
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {simplified}", identities=decided)
 
 
 @proof(
