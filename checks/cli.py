@@ -266,34 +266,48 @@ def cmd_check_vectors(args) -> int:
         return EXIT_USAGE
     terminal = sys.stderr if args.json == "-" else sys.stdout
     started = time.perf_counter()
+    results: list = []
 
     def row(result):
+        results.append(result)
         terminal.write(f"  {result.status:<13} {result.id:<64} {result.operation}\n")
         terminal.flush()
 
+    previous = _on_sigterm()
+    stopped = 0
     try:
         if args.no_isolation:
             from .loader import load
 
-            results = vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
+            vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
         else:
-            results = vectors.run_isolated(args.candidate, Path(args.vectors), time_limit=args.time_limit or 30.0,
-                                           load_limit=args.time_limit or 120.0, on_result=row)
+            vectors.run_isolated(args.candidate, Path(args.vectors), time_limit=args.time_limit or 30.0,
+                                 load_limit=args.time_limit or 120.0, on_result=row)
     except (LoadError, vectors.VectorError) as exc:
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (engine.Terminated): report what finished
+        stopped = getattr(stop, "signum", signal.SIGINT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "skip", "not-provided")}
     for result in results:
         if result.status in ("fail", "error"):
             terminal.write(f"\n{result.id} ({result.operation}): {result.status}\n    {result.message}\n"
                            f"    clauses: {', '.join(result.clauses)}\n")
     seconds = time.perf_counter() - started
-    terminal.write(f"{len(results)} vectors: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {seconds:.1f} s\n")
+    terminal.write(f"{len(results)} vectors: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {seconds:.1f} s"
+                   + (f" (interrupted by {signal.Signals(stopped).name})" if stopped else "") + "\n")
     if args.json:
         report = {"rlspec": "0.1.0", "candidate": args.candidate, "vectors": str(args.vectors), "format": vectors.FORMAT,
                   "version": vectors.VERSION, "cases": [r.to_json() for r in results], "summary": counts,
                   "seconds": round(seconds, 3)}
+        if stopped:
+            report["incomplete"] = True
         _write(args.json, json.dumps(report, indent=2) + "\n", terminal)
+    if stopped:
+        return 128 + stopped
     return EXIT_FAIL if counts["fail"] or counts["error"] else EXIT_OK
 
 

@@ -1083,19 +1083,14 @@ def run(candidate: Candidate, folder: Path, on_result: Callable[[VectorResult], 
     return results
 
 
-def _child(conn, spec: str, folder: str) -> None:
-    """The worker of an isolated vector run: load the candidate, then answer one case index at a time."""
-    import os
-    import signal
-    import sys
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    sys.stdout = sys.stderr = open(os.devnull, "w")
+def _child(conn, spec: str, folder: str, parent: int) -> None:
+    """The worker of an isolated vector run: load the candidate, then answer one case index at a time. It dies
+    with the run that started it, however that ends (the clause workers' set-up, checks/worker.py)."""
+    from . import worker
     from .loader import LoadError, load
 
+    worker._die_with_parent(parent)
+    worker._quiet_process(None)
     try:
         candidate = load(spec)
         manifest, files = read(Path(folder))
@@ -1116,10 +1111,12 @@ def _child(conn, spec: str, folder: str) -> None:
 
 def run_isolated(spec: str, folder: Path, *, time_limit: float = 30.0, load_limit: float = 120.0,
                  on_result: Callable[[VectorResult], None] | None = None) -> list[VectorResult]:
-    """``run`` in a worker process the suite can kill: a case that hangs or crashes the worker costs its
-    own time limit and gets ``error``; a fresh worker takes the next case. LoadError/VectorError if the
-    candidate or the set cannot be loaded."""
+    """``run`` in a worker process the suite can kill: a case that hangs or crashes the worker costs its own
+    time limit and gets ``error``, and the later cases of that operation get an immediate ``error`` (not
+    retried); a fresh worker takes the next case. LoadError/VectorError if the candidate or the set cannot be
+    loaded. The worker dies with this process, whatever ends it."""
     import multiprocessing
+    import os
 
     from .loader import LoadError
 
@@ -1127,10 +1124,11 @@ def run_isolated(spec: str, folder: Path, *, time_limit: float = 30.0, load_limi
     cases = [data for entry in manifest["files"] for data in files[entry["operation"]]["cases"]]
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     results: list[VectorResult] = []
+    blamed: dict[str, str] = {}  # operation -> what happened on which case
 
     def start():
         parent, child = context.Pipe()
-        process = context.Process(target=_child, args=(child, spec, str(folder)), daemon=True)
+        process = context.Process(target=_child, args=(child, spec, str(folder), os.getpid()), daemon=True)
         process.start()
         child.close()
         if not parent.poll(load_limit):
@@ -1145,34 +1143,41 @@ def run_isolated(spec: str, folder: Path, *, time_limit: float = 30.0, load_limi
             raise LoadError(payload)
         return parent, process
 
-    conn, process = start()
+    conn = process = None
     try:
         for index, data in enumerate(cases):
-            conn.send(index)
-            message = None
-            if conn.poll(time_limit):
-                try:
-                    _, outcome = conn.recv()
-                except (EOFError, OSError):
-                    process.join(2)
-                    message = f"the candidate crashed the worker process (exit code {process.exitcode})"
+            operation = data["operation"]
+            if operation in blamed:
+                outcome = VectorResult(data["id"], operation, "error", f"{blamed[operation]}; not retried", data["clauses"], data["flags"])
             else:
-                message = f"timed out after {time_limit:g} s"
-            if message is not None:
-                process.kill()
-                process.join(2)
-                outcome = VectorResult(data["id"], data["operation"], "error", message, data["clauses"], data["flags"])
-                if index + 1 < len(cases):
+                if process is None:
                     conn, process = start()
+                conn.send(index)
+                message = None
+                if conn.poll(time_limit):
+                    try:
+                        _, outcome = conn.recv()
+                    except (EOFError, OSError):
+                        process.join(2)
+                        message = f"the candidate crashed the worker process (exit code {process.exitcode})"
+                else:
+                    message = f"timed out after {time_limit:g} s"
+                if message is not None:
+                    process.kill()
+                    process.join(2)
+                    conn = process = None
+                    blamed[operation] = f"{operation} {message.replace('the candidate ', '')} on {data['id']}"
+                    outcome = VectorResult(data["id"], operation, "error", f"{operation}: {message}", data["clauses"], data["flags"])
             results.append(outcome)
             if on_result:
                 on_result(outcome)
     finally:
-        try:
-            conn.send(None)
-        except (OSError, ValueError):
-            pass
-        process.join(1)
-        if process.is_alive():
-            process.kill()
+        if process is not None:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+            process.join(1)
+            if process.is_alive():
+                process.kill()
     return results

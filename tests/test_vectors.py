@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +157,69 @@ def test_the_node_runners_broken_twin_fails_and_names_the_bugs():
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL  gae/truncated-after-step-1" in done.stdout
     assert "gae_truncation_as_terminal" in done.stdout and "ppo_clip_without_min" in done.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# an interrupted or killed vector run (the same guarantees as a clause run: tests/test_isolation.py)
+
+
+HANGS_ON_THE_SECOND_CALL = """\
+import os
+import time
+
+from rlspec.reference.gae import gae as exact
+
+MARK = {mark!r}
+calls = []
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    calls.append(1)
+    if len(calls) == 2:  # say which process hangs, then hang
+        with open(MARK + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(MARK + ".tmp", MARK)
+        time.sleep(10**6)
+    return exact(rewards, values, next_values, terminated, truncated, gamma, lam)
+"""
+
+
+def _hanging_vector_run(tmp_path):
+    mark = tmp_path / "worker.pid"
+    candidate = tmp_path / "hangs_on_the_second_call.py"
+    candidate.write_text(HANGS_ON_THE_SECOND_CALL.format(mark=str(mark)))
+    report = tmp_path / "out.json"
+    command = [sys.executable, "-m", "rlspec.checks.cli", "check", "--vectors", str(COMMITTED), "--candidate", str(candidate),
+               "--json", str(report), "--time-limit", "120"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not mark.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists(), process.communicate()
+    return process, int(mark.read_text()), report
+
+
+def test_sigterm_ends_a_vector_run_with_a_report_marked_incomplete(tmp_path):
+    from test_isolation import _kill_group, wait_gone
+
+    process, worker, report = _hanging_vector_run(tmp_path)
+    try:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        data = json.loads(report.read_text())
+        assert process.returncode == 143 and data["incomplete"] is True and data["cases"]
+        assert wait_gone(worker, 2), "the vector worker outlived the run"
+    finally:
+        _kill_group(process, worker)
+
+
+def test_no_vector_worker_outlives_a_killed_run(tmp_path):
+    from test_isolation import _kill_group, wait_gone
+
+    process, worker, _ = _hanging_vector_run(tmp_path)
+    try:
+        process.kill()
+        process.communicate(timeout=30)
+        assert wait_gone(worker, 2), "the vector worker outlived the run (parent 1, sleeping on)"
+    finally:
+        _kill_group(process, worker)
