@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
     check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
-    check.add_argument("-n", "--workers", type=_workers, default=1, metavar="WORKERS",
-                       help="run clauses on this many processes; 'auto': one per usable CPU core (at most 8)")
+    check.add_argument("-n", "--workers", type=_workers, default=None, metavar="WORKERS",
+                       help="run clauses on this many processes; 'auto' (the default): one per usable CPU core (at most 8)")
     check.add_argument("--time-limit", type=float, metavar="SECONDS",
                        help="per-clause limit before the candidate is killed, also for importing it (default: quick 30, ci 120, thorough 600; importing: at least 120)")
     check.add_argument("--memory-limit", type=int, metavar="MB", help="address-space cap per worker (default: RAM / (workers + 1))")
@@ -157,6 +157,8 @@ def _on_sigterm():
 def cmd_check(args) -> int:
     if args.vectors:
         return cmd_check_vectors(args)
+    if args.workers is None:  # the default: every usable core, unless the run is in this process
+        args.workers = 1 if args.no_isolation else _workers("auto")
     from . import report
     from .engine import UsageError, run_conformance
     from .loader import LoadError, load
@@ -260,7 +262,7 @@ def cmd_check_vectors(args) -> int:
     from . import vectors
     from .loader import LoadError
 
-    if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers != 1:
+    if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers not in (None, 1):
         print("rlspec: --vectors runs every case as written; --only, --profile, --dtype, --xfail, --junit and -n do not "
               "apply", file=sys.stderr)
         return EXIT_USAGE
