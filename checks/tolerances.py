@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-TINY = 1e-300  # keeps an all-zero case from demanding bit equality with a relative bound of 0
+TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a relative bound of 0
+U64 = 2.0**-53  # the unit roundoff of float64, the precision of the suite's own oracles
 
 
 def discounted_sum(terms, episode_end, c):

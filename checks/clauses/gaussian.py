@@ -22,12 +22,6 @@ LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
 
 
-def examples(ctx) -> int:
-    """Drawn examples per property: 3 at ``quick`` (the known answers, run on every seed, are what catch
-    the mutants; the chapter's share of a pre-commit run is a fraction of a second), else the profile's."""
-    return 3 if ctx.profile.name == "quick" else ctx.profile.max_examples
-
-
 # ---------------------------------------------------------------------------------------------
 # closed forms (float64, from the formulas; seed 001 §2 and §6)
 
@@ -203,7 +197,7 @@ def diag_closed_form(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
-    ctx.property(gaussian_batches(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(gaussian_batches(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-DIAG-LOG-PROB-SUM-OVER-DIMS")
@@ -227,7 +221,7 @@ def diag_sum_over_dims(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
-    ctx.property(gaussian_batches(D=st.integers(2, 4)), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(gaussian_batches(D=st.integers(2, 4)), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-LOG-PROB-UNCLIPPED-ACTION")
@@ -252,7 +246,7 @@ def log_prob_unclipped(ctx):
         sign = draw(hnp.arrays(np.float64, mean.shape, elements=st.sampled_from([-1.0, 1.0])), label="sign")
         return mean, log_std, magnitude * sign
 
-    ctx.property(outside(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(outside(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-ENTROPY")
@@ -289,7 +283,7 @@ def entropy(ctx):
     verify(np.array([[0.0, 0.0]]))  # 2 x 1.4189385 = 2.8378771
     verify(np.array([[-1.0, 0.5, 2.0], [0.25, -3.0, 0.0]]))
     ctx.property(real_arrays(st.tuples(st.integers(1, 4), st.integers(1, 4)), -5.0, 3.0),
-                 verify, label="drawn", max_examples=examples(ctx))
+                 verify, label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +359,7 @@ def tanh_change_of_variables(ctx):
     for case in TANH_KNOWN:
         verify_tanh(ctx, *case, with_torch=True)
     ctx.property(gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0)),
-                 lambda c: verify_tanh(ctx, *c, with_torch=True), label="drawn", max_examples=examples(ctx))
+                 lambda c: verify_tanh(ctx, *c, with_torch=True), label="drawn", tier="known-answers-first")
 
 
 # Quadrature. For one dimension, the density of a = tanh(u) integrates to int p_A(tanh u) sech(u)^2 du
@@ -418,7 +412,7 @@ def tanh_integrates_to_one(ctx):
         verify([mean], [log_std])
     verify([0.5, -1.0], [-0.25, 0.3])
     ctx.property(st.tuples(reals(-3.0, 3.0), reals(-2.5, 1.0)), lambda p: verify([p[0]], [p[1]]), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 SATURATED_64 = (np.array([[0.0], [20.0], [-19.5], [5.0]]), np.array([[0.0], [0.0], [0.5], [1.0]]),
@@ -443,7 +437,7 @@ def tanh_stable_at_saturation(ctx):
         return mean, log_std, magnitude * sign, draw(st.sampled_from([np.float64, np.float32]), label="dtype")
 
     ctx.property(saturated(), lambda c: verify_tanh(ctx, *c[:3], dtype=c[3], what=f"tanh_gaussian_log_prob ({np.dtype(c[3]).name})"),
-                 label="drawn", max_examples=examples(ctx))
+                 label="drawn", tier="known-answers-first")
 
 
 # Bounds. a' = low + (high - low)(tanh(u) + 1)/2 adds -sum_d log((high_d - low_d)/2) (bugs.md F1: u = 1, bounds
@@ -494,4 +488,4 @@ def tanh_scaled_bounds(ctx):
         width = draw(hnp.arrays(np.float64, D, elements=st.floats(0.01, 20.0)), label="high - low")
         return mean, log_std, u, low, low + width
 
-    ctx.property(bounded(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(bounded(), lambda c: verify(*c), label="drawn", tier="known-answers-first")

@@ -339,12 +339,6 @@ def critics():
     return st.lists(st.floats(-2.0, 2.0, allow_nan=False, width=32), min_size=S, max_size=S).map(np.array)
 
 
-def few(ctx) -> int:
-    """Each drawn example is a whole enumeration (hundreds of columns): a sixth of the profile's count
-    (quick 2, ci 16, thorough 166)."""
-    return max(1, ctx.profile.max_examples // 6)
-
-
 # ---------------------------------------------------------------------------------------------
 # GAE in expectation
 
@@ -365,7 +359,7 @@ def exact_critic(ctx):
 
     verify(UNIFORM, 0.5)  # catches every catalogued mutant on its own; drawn lambdas (0 and 1 likely) follow
     verify(GREEDY, 0.95)
-    ctx.property(st.tuples(policies(), trace_factors()), lambda p: verify(*p), label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), trace_factors()), lambda p: verify(*p), label="drawn", tier="enumeration")
 
 
 def closed_form(policy: Policy, critic_float, lam: float):
@@ -395,7 +389,7 @@ def any_critic(ctx):
         policy, critic, lam = example
         verify(policy, critic, lam, f"np.array({critic.tolist()!r})")
 
-    ctx.property(st.tuples(policies(), critics(), trace_factors()), drawn, label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), critics(), trace_factors()), drawn, label="drawn", tier="enumeration")
 
 
 def monte_carlo_form(policy: Policy, critic_float):
@@ -430,7 +424,7 @@ def lambda_one(ctx):
            f"with_terminal_values({WORLD.critic_scale} * exact_float(exact_values(UNIFORM)))")
     verify(GREEDY, np.linspace(-1.0, 1.0, S), f"np.linspace(-1.0, 1.0, {S})")
     ctx.property(st.tuples(policies(), critics()), lambda p: verify(p[0], p[1], f"np.array({p[1].tolist()!r})"),
-                 label="drawn", max_examples=few(ctx))
+                 label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,7 +481,7 @@ def performance_difference(ctx):
 
     verify(UNIFORM, GREEDY)
     verify(GREEDY, UNIFORM)
-    ctx.property(st.tuples(policies(), policies()), lambda p: verify(*p), label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), policies()), lambda p: verify(*p), label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,7 +519,7 @@ def possible_return_range() -> tuple[float, float]:
 
 
 def train_seeds(ctx) -> list[int]:
-    extra = ctx.profile.max_examples // 33  # quick 0, ci 3, thorough 30
+    extra = ctx.examples("training")  # quick 0, ci 3, thorough 30
     return list(QUICK_SEEDS) + [ctx.seed_for(f"train-{i}") % 2**31 for i in range(extra)]
 
 
@@ -689,8 +683,8 @@ def actor_critic_expectation(ctx):
         verify(policy, critic, exact_float(gw.expected_td_errors(exact_mdp(), exact)), f"np.array({critic.tolist()!r})")
 
     ctx.property(policies(), lambda p: verify(p, exact_critic(p), exact_float(exact_advantages(p)), "V^pi"),
-                 label="drawn policy", max_examples=few(ctx))
-    ctx.property(st.tuples(policies(), critics()), any_critic, label="drawn critic", max_examples=few(ctx))
+                 label="drawn policy", tier="enumeration")
+    ctx.property(st.tuples(policies(), critics()), any_critic, label="drawn critic", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------

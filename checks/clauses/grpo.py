@@ -330,10 +330,6 @@ def grouped_scores(draw, *, min_size=2, max_size=6, max_groups=4, nan=False):
     return np.array(scores, dtype=np.float64)[order], np.array(groups, dtype=np.int64)[order]
 
 
-def drawn_examples(ctx) -> int:
-    return max(4, ctx.profile.max_examples // 2)
-
-
 # Known answers. verl: [1, 0, 0, 1 | 0.5 | 2] with ids [a, a, a, a, b, c]; TRL's group [0, 0, 0, 1].
 VERL_SCORES, VERL_GROUPS = [1.0, 0.0, 0.0, 1.0, 0.5, 2.0], [0, 0, 0, 0, 1, 2]
 PAIR = ([1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0])
@@ -350,7 +346,7 @@ def grpo_values(ctx):
     for scores, groups in (PAIR, TRL_EIGHT, G9, ([1.0, 0.0], [5, 5]), INTERLEAVED):
         check_groups(ctx, scores, groups, "grpo", what=f"scores {scores}", cause=cause)
     ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "grpo", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-MEAN-VALUES")
@@ -360,7 +356,7 @@ def mean_values(ctx):
     for scores, groups in (PAIR, TRL_EIGHT, INTERLEAVED):
         check_groups(ctx, scores, groups, "mean", what=f"scores {scores}", cause=cause)
     ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "mean", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-RLOO-LEAVE-ONE-OUT")
@@ -370,7 +366,7 @@ def rloo_values(ctx):
     for scores, groups in (PAIR, ([1.0, 0.0], [0, 0]), ([1.0, 0.0, 0.0, 0.0], [1, 1, 1, 1]), INTERLEAVED):
         check_groups(ctx, scores, groups, "rloo", what=f"scores {scores}", cause=cause)
     ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "rloo", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-UNSORTED-IDS")
@@ -391,7 +387,7 @@ def unsorted_ids(ctx):
                      what="advantages of the permuted batch vs the original's, permuted", call=call.code, cause=cause)
 
     ctx.property(st.tuples(grouped_scores(max_groups=5), st.sampled_from(GROUP_KINDS), st.integers(0, 2**32 - 1)),
-                 verify, label="drawn", max_examples=drawn_examples(ctx))
+                 verify, label="drawn", tier="grouped")
 
 
 @check("GROUP-IDENTICAL-SCORES")
@@ -416,7 +412,7 @@ def identical_scores(ctx):
         return np.array(scores)[order], np.array(groups)[order], draw(st.sampled_from(GROUP_KINDS))
 
     ctx.property(constant_groups(), lambda d: check_groups(ctx, d[0], d[1], d[2], what="identical scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-LOW-VARIANCE")
@@ -436,7 +432,7 @@ def low_variance(ctx):
 
     # float32 cannot hold 1 + 1e-5 apart from 1 well enough for a spread this small to be drawn
     ctx.property(near_ties(), lambda d: check_groups(ctx, *d, "grpo", what="near-identical scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-SINGLETON")
@@ -456,7 +452,7 @@ def singleton(ctx):
         return scores, groups, draw(st.sampled_from(GROUP_KINDS))
 
     ctx.property(with_singletons(), lambda d: check_groups(ctx, *d[:2], d[2], what="drawn groups of 1 to 3", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-UNSCORABLE-EXCLUDED")
@@ -473,7 +469,7 @@ def unscorable_excluded(ctx):
 
     ctx.property(st.tuples(grouped_scores(nan=True), st.sampled_from(GROUP_KINDS)),
                  lambda d: check_groups(ctx, *d[0], d[1], what="drawn groups with NaN scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,7 +536,7 @@ def baseline_bias(ctx):
         R = draw(st.lists(SCORES, min_size=K, max_size=K), label="R")
         return pi, R, draw(st.integers(2, 4 if K == 2 else 3), label="G"), draw(st.sampled_from(["rloo", "mean"]), label="kind")
 
-    ctx.property(problems(), lambda d: check_baseline(ctx, *d, "drawn"), label="drawn", max_examples=max(4, ctx.profile.max_examples // 3))
+    ctx.property(problems(), lambda d: check_baseline(ctx, *d, "drawn"), label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -843,7 +839,7 @@ def penalty_values_check(ctx):
         check_token_values(ctx, kind, a, b, c if off else None, what="drawn tokens" + (" with logp_old" if off else ""))
 
     ctx.property(st.tuples(token_batches(), st.sampled_from(kinds), st.booleans()), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="grouped")
 
 
 @check("KL-PENALTY-EXPECTED-GRADIENT")
@@ -859,7 +855,7 @@ def penalty_expected_gradient(ctx):
         check_expected_gradient(ctx, kind, log_p, log_ref, what="drawn categorical")
 
     ctx.property(st.tuples(moderate_categoricals(2), st.sampled_from(kinds)), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="grouped")
 
 
 @check("KL-PENALTY-OFF-POLICY")
@@ -888,7 +884,7 @@ def penalty_off_policy(ctx):
         check_expected_gradient(ctx, kind, log_p, log_ref, log_old, what="drawn categorical, tokens from pi_old")
 
     ctx.property(st.tuples(moderate_categoricals(3), st.sampled_from(kinds)), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="grouped")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -987,4 +983,4 @@ def penalty_extreme(ctx):
         x = np.array(draw(st.lists(_floats32(-30.0, 30.0), min_size=size, max_size=size), label="log ratio"))
         return a[None, :], (a + x)[None, :], (draw(st.sampled_from(kinds), label="kind"),)
 
-    ctx.property(extremes(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(extremes(), lambda d: verify(*d), label="drawn", tier="grouped")

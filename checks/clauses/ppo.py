@@ -242,11 +242,6 @@ LOGP_OLD = st.sampled_from([0.0, -1.0, -1000.0]) | _floats(-1000.0, 0.0)
 EPSILONS = st.sampled_from([0.1, 0.2, 0.3]) | _floats(0.01, 0.5)
 
 
-def drawn_examples(ctx) -> int:
-    """Examples per property of a loss clause: a third of the profile's count, at least 4."""
-    return max(4, ctx.profile.max_examples // 3)
-
-
 @st.composite
 def clip_batches(draw, dtype, *, max_size=8, log_ratio=_floats(-3.0, 3.0), advantage=ADVANTAGES, logp_old=LOGP_OLD):
     """``(logp_new, logp_old, advantages, clip_eps)``: float64 arrays exactly representable in ``dtype``."""
@@ -287,7 +282,7 @@ def ratio_log_space(ctx):
     verify([-1000.0], [-1000.1], [1.0], 0.2)
     verify([-1000.0, -2000.0, -745.0], [-1000.1, -2000.05, -745.2], [1.0, -1.0, 0.5], 0.2)
     ctx.property(clip_batches(ctx.dtype, log_ratio=_floats(-0.5, 0.5), logp_old=_floats(-5000.0, -700.0)),
-                 lambda b: verify(*b), label="drawn", max_examples=drawn_examples(ctx))
+                 lambda b: verify(*b), label="drawn", tier="autograd")
 
 
 @check("PPO-FIRST-STEP-VANILLA-GRADIENT")
@@ -314,7 +309,7 @@ def first_step_vanilla_gradient(ctx):
 
     rows = st.lists(st.tuples(LOGP_OLD, ADVANTAGES), min_size=1, max_size=8).map(np.array)
     ctx.property(st.tuples(rows, EPSILONS), lambda d: verify(d[0][:, 0], d[0][:, 1], d[1]), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("PPO-CLIP-LOSS-VALUE")
@@ -328,7 +323,7 @@ def clip_loss_value(ctx):
     check_clip_values(ctx, [math.log(0.5) - 1.0, math.log(1.5) - 2.0], [-1.0, -2.0], [2.0, 2.0], 0.2, what="A = 2, r = 0.5 and 1.5",
                       cause=cause, conv=conv)
     ctx.property(clip_batches(ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", cause=cause, conv=conv),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("PPO-CLIP-GRADIENT-TABLE")
@@ -347,7 +342,7 @@ def clip_gradient_table(ctx):
     check_clip_values(ctx, [x - 0.25 for x in rows], [-0.25] * 6, [A for A, _, _ in GRADIENT_TABLE], 0.2, what="the six rows as one batch",
                       conv=conv)
     ctx.property(clip_batches(ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", conv=conv), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
@@ -386,7 +381,7 @@ def pessimistic_bound(ctx):
         A = float(draw(st.sampled_from([2.0, -2.0]) | _floats(-100.0, 100.0)))
         return new, float(_rounded([old], ctx.dtype)[0]), A, float(draw(_floats(0.01, 0.5)))
 
-    ctx.property(drawn(), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(drawn(), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", tier="autograd")
 
 
 @check("PPO-WRONG-WAY-GRADIENT-LIVE")
@@ -427,7 +422,7 @@ def wrong_way_gradient_live(ctx):
         new = _rounded(old + np.log(r), ctx.dtype)
         return new, old, _rounded(np.where(positive, magnitude, -magnitude), ctx.dtype), eps
 
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(drawn(), lambda d: verify(*d), label="drawn", tier="autograd")
 
 
 @check("PPO-CLIP-BOUNDARY")
@@ -446,7 +441,7 @@ def clip_boundary(ctx):
     check_clip_values(ctx, [math.log(0.8), math.log(1.2), math.log(0.8), math.log(1.2)], [0.0] * 4, [2.0, 2.0, -2.0, -2.0], 0.2,
                       what="all four boundary points as one batch", conv=conv, cause="the clip range is not [1 - eps, 1 + eps]")
     ctx.property(st.tuples(ADVANTAGES, _floats(0.01, 0.5), _floats(-100.0, 0.0)), lambda d: verify(*d), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("PPO-DUAL-CLIP")
@@ -467,7 +462,7 @@ def dual_clip(ctx):
                       conv=conv, cause=cause)
     batches = clip_batches(ctx.dtype, log_ratio=_floats(0.0, 6.0), advantage=_floats(-100.0, 0.0))
     ctx.property(batches, lambda b: check_clip_values(ctx, *b, what="drawn batch, A <= 0", conv=conv, cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,7 +540,7 @@ def value_loss(ctx):
 
     rows = st.lists(st.tuples(_floats(-1000.0, 1000.0), _floats(-1000.0, 1000.0)), min_size=1, max_size=16).map(np.array)
     ctx.property(rows, lambda d: check_value_loss(ctx, d[:, 0], d[:, 1], what="drawn", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("PPO-VALUE-LOSS-CLIPPED")
@@ -561,7 +556,7 @@ def value_loss_clipped(ctx):
     rows = st.lists(st.tuples(_floats(-100.0, 100.0), _floats(-100.0, 100.0), _floats(-3.0, 3.0)), min_size=1, max_size=12)
     ctx.property(st.tuples(rows.map(np.array), _floats(0.01, 2.0)),
                  lambda d: check_value_loss(ctx, d[0][:, 0], d[0][:, 1], d[0][:, 0] + d[0][:, 2], d[1], what="drawn", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +635,7 @@ def advantage_normalisation(ctx):
     check_normalisation(ctx, [10.0, -10.0], "[10, -10]")
     check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bugs.md G15: the mean added back gives [1.293, 2.707]
     spread = float_arrays(_floats(-1e4, 1e4), 2, 32).filter(lambda a: np.std(a) > 1e-3 * (np.max(np.abs(a)) + 1e-300))
-    ctx.property(spread, lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(spread, lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", tier="autograd")
 
 
 @check("PPO-ADVANTAGE-NORMALISATION-DEGENERATE")
@@ -665,7 +660,7 @@ def advantage_normalisation_degenerate(ctx):
     for case in ([3.0], [5.0, 5.0, 5.0], [0.1, 0.1, 0.1], [-2.5, -2.5], [1e6] * 4, [0.0, 0.0]):
         verify(case)
     constant = st.tuples(st.integers(1, 16), _floats(-1e6, 1e6)).map(lambda d: [d[1]] * d[0])
-    ctx.property(constant, verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(constant, verify, label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -693,7 +688,7 @@ def entropy_bonus_sign(ctx):
     verify([0.5, 1.5, 2.0], 0.01)
     verify([-0.3, 1.2], 0.5)  # a Gaussian's differential entropy can be negative
     ctx.property(st.tuples(float_arrays(_floats(-10.0, 10.0), 1, 16), _floats(0.0, 1.0)), lambda d: verify(*d), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -931,11 +926,6 @@ def check_first_ratios(run: UpdateRun, *, what: str, cause: str):
     assert_close(run.ratios, expected, tol, what=what, call=run.code, cause=cause)
 
 
-def update_examples(ctx, divisor: int) -> int:
-    """Drawn updates per property: each is a whole update, so fewer than the profile's count."""
-    return max(1, ctx.profile.max_examples // divisor)
-
-
 @check("PPO-UPDATE-FIRST-RATIOS-ONE")
 def update_first_ratios_one(ctx):
     """logp_old = the policy's own log-probabilities: the first minibatch's ratios are 1 (categorical and Gaussian)."""
@@ -950,7 +940,7 @@ def update_first_ratios_one(ctx):
     verify(UpdateCase("gaussian", n=8, seed=2), 3, 1)
     drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), st.integers(2, 12), st.integers(0, 2**16), st.integers(0, 2**16))
     ctx.property(drawn, lambda d: verify(UpdateCase(d[0], n=d[1], seed=d[2]), max(1, d[1] // 2), d[3]), label="drawn",
-                 max_examples=update_examples(ctx, 6))
+                 tier="enumeration")
 
 
 OFFSETS = (0.3, -0.2, 0.1, -0.4, 0.25, -0.1, 0.4, -0.3)  # d_i: distinct, never 0
@@ -973,7 +963,7 @@ def update_stored_logp_old(ctx):
     offsets = st.lists(st.sampled_from(OFFSETS) | _floats(-1.0, -0.05) | _floats(0.05, 1.0), min_size=2, max_size=10)
     drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), offsets, st.integers(0, 2**16))
     ctx.property(drawn, lambda d: verify(UpdateCase(d[0], n=len(d[1]), seed=d[2], offset=tuple(d[1])), max(1, len(d[1]) // 2), d[2]),
-                 label="drawn", max_examples=update_examples(ctx, 6))
+                 label="drawn", tier="enumeration")
 
 
 def k3(x):
@@ -1059,7 +1049,7 @@ def update_kl_early_stop(ctx):
     drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), st.integers(3, 10), st.integers(0, 2**16), st.integers(1, 3))
     ctx.property(drawn, lambda d: check_kl_stop(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=KL_LR[d[0]], positive=True),
                                                 seed=d[2], step_at=d[3]),
-                 label="drawn", max_examples=update_examples(ctx, 12))
+                 label="drawn", tier="kl-stop")
 
 
 def contribution_magnitudes(run: UpdateRun, i: int) -> tuple[dict, dict, dict]:
@@ -1202,4 +1192,4 @@ def update_first_step_gradient(ctx):
         return UpdateCase(kind, n=n, seed=draw(st.integers(0, 2**16))), config
 
     ctx.property(drawn(), lambda d: check_first_step(ctx, d[0], d[1], what="drawn"), label="drawn",
-                 max_examples=update_examples(ctx, 6))
+                 tier="enumeration")

@@ -55,11 +55,6 @@ def _floats(low, high):
     return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 
 
-def drawn_examples(ctx) -> int:
-    """Examples per property: a third of the profile's count, at least 4 (as in the PPO chapter)."""
-    return max(4, ctx.profile.max_examples // 3)
-
-
 GARBAGE = st.sampled_from([1e6, -1e6, 1e30, -3e29, 7.0]) | _floats(-1e6, 1e6)
 FRACTIONS = st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]) | _floats(0.0, 1.0)
 
@@ -309,7 +304,7 @@ def gae_row_equals_gae(ctx):
     verify_gae(ctx, gae_case([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], [[0.3, -0.2, 1.0], [0.0, 0.5, 0.0]], [[1, 1, 1], [1, 1, 1]], 1.0, 0.95),
                what="two full rows, gamma 1, lambda 0.95", cause=cause)
     ctx.property(gae_cases(ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
-                 lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", max_examples=drawn_examples(ctx))
+                 lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-PADDING-INVARIANT")
@@ -331,7 +326,7 @@ def gae_padding_invariant(ctx):
     verify(gae_case([REFERENCE_ROW[0]], [REFERENCE_ROW[1]], [[1, 1, 1]], 0.5, 0.5))
     verify(gae_case([[0.0, 1.0]], [[0.0, 0.0]], [[1, 1]], 1.0, 0.95))  # bugs.md G1 (ROLL): [0.95, 1.0]
     ctx.property(st.tuples(gae_cases(ctx.dtype, max_rows=1, padding=("none",), garbage=False), st.integers(1, 3), st.integers(1, 3)),
-                 lambda d: verify(d[0], (d[1], d[2])), label="drawn", max_examples=drawn_examples(ctx))
+                 lambda d: verify(d[0], (d[1], d[2])), label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-INTERIOR-MASK-SKIPPED")
@@ -343,7 +338,7 @@ def gae_interior_mask_skipped(ctx):
                              [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
                what="bugs.md G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
     ctx.property(gae_cases(ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-MASKED-GARBAGE-IGNORED")
@@ -359,7 +354,7 @@ def gae_masked_garbage_ignored(ctx):
     verify(gae_case([[0.0, 1.0, 0.0]], [[0.0, 0.0, 100.0]], [[1, 1, 0]], 1.0, 0.95))  # bugs.md G1 (ROLL): [5.70, 6.00] when leaked
     verify(gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
                     [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5))
-    ctx.property(gae_cases(ctx.dtype), verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(gae_cases(ctx.dtype), verify, label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-ROWS-INDEPENDENT")
@@ -378,7 +373,7 @@ def gae_rows_independent(ctx):
 
     verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))  # flattened: [1.0078125, 1.03125, ...]
     ctx.property(gae_cases(ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("RLHF-GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES")
@@ -394,7 +389,7 @@ def gae_returns_identity(ctx):
 
     verify(gae_case(*P1_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))
     verify(HOLE_CASE)
-    ctx.property(gae_cases(ctx.dtype, interior=True), verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(gae_cases(ctx.dtype, interior=True), verify, label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +480,7 @@ def rewards_score_on_last_real_token(ctx):
                    what="EOS-terminated, length-truncated, left-padded and interior-masked rows (kl 0)", cause=cause)
     verify_rewards(ctx, [1.0], [0.0, 0.0, 0.0, 0.0], [1, 1, 1, 0], 0.05, what="bugs.md G4: [t0, t1, EOS, PAD]", cause=cause)
     ctx.property(reward_cases(ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-REWARDS-KL-PER-TOKEN")
@@ -494,7 +489,7 @@ def rewards_kl_per_token(ctx):
     cause = "the KL penalty is not per token: summed into the score, or with the wrong sign"
     verify_rewards(ctx, [0.0, 0.0], [[0.5, -0.25, 1.0], [2.0, 0.0, 9.0]], [[1, 1, 1], [1, 1, 0]], 0.1, what="score 0", cause=cause)
     ctx.property(reward_cases(ctx.dtype), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,7 +626,7 @@ def aggregation_gradient_weights(ctx):
     for mode in modes:
         verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool), mode,
                 8 if mode == "token-mean" else None, 16 if mode == "seq-mean-token-sum-norm" else None))
-    ctx.property(drawn(), verify, label="drawn", max_examples=2 * drawn_examples(ctx))
+    ctx.property(drawn(), verify, label="drawn", tier="autograd-weights")
 
 
 @check("RLHF-AGG-MICROBATCH-INVARIANT")
@@ -665,7 +660,7 @@ def aggregation_microbatch_invariant(ctx):
         cuts = sorted(set(draw(st.lists(st.integers(1, len(mask) - 1), min_size=1, max_size=2))))
         return losses, mask, tuple(cuts)
 
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(drawn(), lambda d: verify(*d), label="drawn", tier="autograd")
 
 
 @check("RLHF-AGG-WIDTH-INDEPENDENT")
@@ -694,7 +689,7 @@ def aggregation_width_independent(ctx):
         losses, mask = draw(loss_cases(ctx.dtype, padding=("right", "none"), interior=False))
         return losses, mask, draw(st.integers(1, 4)), draw(st.integers(1, 32))
 
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+    ctx.property(drawn(), lambda d: verify(*d), label="drawn", tier="enumeration")
 
 
 @check("RLHF-AGG-LENGTH-BIAS")
@@ -723,7 +718,7 @@ def aggregation_length_bias(ctx):
         return losses, mask
 
     ctx.property(drawn(), lambda d: verify_aggregate(ctx, *d, "seq-mean-token-mean", what="drawn rows of different lengths", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-AGG-MASKED-ZERO-GRADIENT")
@@ -737,7 +732,7 @@ def aggregation_masked_zero_gradient(ctx):
             verify_aggregate(ctx, losses, mask, mode, what="garbage at masked positions", cause=cause)
 
     verify(np.array([[1.0, 1e6, -1e6], [1.0, 1.0, 1.0]]), WORKED_MASK)
-    ctx.property(loss_cases(ctx.dtype), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+    ctx.property(loss_cases(ctx.dtype), lambda d: verify(*d), label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -892,7 +887,7 @@ def ppo_token_gradient_table(ctx):
         assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (seed 000 table)",
                      call=call.code, cause=cause)
     ctx.property(ppo_cases(ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("RLHF-PPO-ASYMMETRIC-CLIP")
@@ -903,7 +898,7 @@ def ppo_asymmetric_clip(ctx):
                                   (2.0, 0.7, -1.4, -1.4), (-2.0, 0.85, 1.7, 1.7)]:
         exact_token(ctx, A, r, value, gradient, 0.2, 0.28, what=f"clip_low 0.2, clip_high 0.28, A = {A}, r = {r}")
     ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-1.0, 1.0)), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-DUAL-CLIP")
@@ -915,7 +910,7 @@ def ppo_dual_clip(ctx):
         exact_token(ctx, A, r, value, gradient, 0.2, 0.2, 3.0, what=f"dual_clip 3, A = {A}, r = {r}")
     exact_token(ctx, -2.0, 3.5, 7.0, 7.0, what="no dual_clip, A = -2, r = 3.5")
     ctx.property(ppo_cases(ctx.dtype, dual=True), lambda d: verify_ppo(ctx, *d, what="drawn batch with a dual clip", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-MASKED-TOKENS")
@@ -925,7 +920,7 @@ def ppo_masked_tokens(ctx):
     verify_ppo(ctx, [[math.log(0.5), -30.0, 1.0], [0.0, math.log(1.5), -45.0]], [[0.0, 1.0, -40.0], [0.0, 0.0, 1.0]],
                [[2.0, 900.0, -1e3], [-2.0, -2.0, 3.0]], [[1, 0, 0], [1, 1, 0]], 0.2, 0.2, what="TRL-style padding", cause=cause)
     ctx.property(ppo_cases(ctx.dtype, dual=False), lambda d: verify_ppo(ctx, *d, what="drawn batch, garbage at masked tokens", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-RATIO-LOG-SPACE")
@@ -941,7 +936,7 @@ def ppo_ratio_log_space(ctx):
     verify([[-1000.0]], [[-1000.1]], [[1.0]], [[True]], 0.2, 0.2)
     verify([[-1000.0, -2000.0, -745.0]], [[-1000.1, -2000.05, -745.2]], [[1.0, -1.0, 0.5]], [[1, 1, 1]], 0.2, 0.28)
     ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-0.5, 0.5), logp_old=_floats(-5000.0, -700.0)), lambda d: verify(*d),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-LOG-RATIO-CLAMP")
@@ -961,4 +956,4 @@ def ppo_log_ratio_clamp(ctx):
     span = 40.0 if K is None else K + 10.0
     ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-span, span), interior=False),
                  lambda d: verify_ppo(ctx, *d, what="drawn batch, large log-ratios", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")

@@ -56,17 +56,6 @@ def declared(ctx) -> str:
     return f"damping {damping(ctx):g}, backtrack factor {backtrack_factor(ctx):g}"
 
 
-def examples(ctx, *, costly: bool = False) -> int:
-    """Drawn examples per property. The known answers (run first, on every seed) are what catch the
-    chapter's mutants; the drawn examples add breadth. At ``quick`` the chapter's share of a pre-commit
-    run (about a second for both chapters) leaves 3 per property (2 for trpo_update, whose reference
-    runs a CG of double-backward products and whose oracle takes Jacobians); other profiles get their
-    full count (a third for trpo_update)."""
-    if ctx.profile.name == "quick":
-        return 2 if costly else 3
-    return max(4, ctx.profile.max_examples // 3) if costly else ctx.profile.max_examples
-
-
 # ---------------------------------------------------------------------------------------------
 # the callables handed to the candidate
 
@@ -269,7 +258,7 @@ def cg_solves_spd(ctx):
         A = draw(spd_matrices())
         return A, draw(vectors(A.shape[0]), label="b")
 
-    ctx.property(systems(), lambda s: verify(*s), label="drawn", max_examples=examples(ctx))
+    ctx.property(systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +390,7 @@ def fvp_equals_fisher(ctx):
         v = draw(real_arrays(policy.n_params, -2.0, 2.0), label="v")
         return policy, theta, v
 
-    ctx.property(cases(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,7 +468,7 @@ def natural_step_direction(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-NATURAL-STEP-KL-BUDGET")
@@ -512,7 +501,7 @@ def natural_step_kl_budget(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # Invariance. theta = M phi maps the problem (g, F) to (M'g, M'F M). The exact steps satisfy
@@ -576,7 +565,7 @@ def natural_step_invariance(ctx):
         assume(np.linalg.cond(M) <= 4.0)
         return F, g, max_kl, M
 
-    ctx.property(problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -756,7 +745,7 @@ def line_search_rule(ctx):
     """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
     for scenario in LINE_SEARCH_KNOWN + LINE_SEARCH_FAILURES[:1]:
         verify_line_search(ctx, scenario)
-    ctx.property(scenarios(), lambda s: assume(verify_line_search(ctx, s)), label="drawn", max_examples=examples(ctx))
+    ctx.property(scenarios(), lambda s: assume(verify_line_search(ctx, s)), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
@@ -765,7 +754,7 @@ def line_search_restores(ctx):
     for scenario in LINE_SEARCH_FAILURES:
         verify_line_search(ctx, scenario, only_failures=True)
     ctx.property(scenarios(failing=True), lambda s: assume(verify_line_search(ctx, s, only_failures=True)), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1067,7 +1056,7 @@ def line_search_kl_direction(ctx):
     for problem in KL_DIRECTION_KNOWN:
         verify_update(ctx, problem)
     ctx.property(update_problems(), lambda p: verify_update(ctx, p, constraint_only=True), label="drawn",
-                 max_examples=examples(ctx, costly=True))
+                 tier="known-answers-first-costly")
 
 
 @check("TRPO-UPDATE-TRUST-REGION")
@@ -1075,4 +1064,4 @@ def update_trust_region(ctx):
     """trpo_update = theta0 + beta^k Delta* (the natural step of the exact Fisher) for the first qualifying k, else theta0."""
     for problem in UPDATE_KNOWN:
         verify_update(ctx, problem)
-    ctx.property(update_problems(), lambda p: assume(verify_update(ctx, p)), label="drawn", max_examples=examples(ctx, costly=True))
+    ctx.property(update_problems(), lambda p: assume(verify_update(ctx, p)), label="drawn", tier="known-answers-first-costly")
