@@ -162,7 +162,13 @@ class Declaration:
 @dataclass(frozen=True)
 class KnownAnswer:
     """One operation's inputs and the outputs the math gives for them, worked exactly (by hand, checked by
-    a proof) or published to ``digits`` decimals. Read by the proofs, the checks and the tests alike."""
+    a proof) or published to ``digits`` decimals. Read by the proofs, the checks and the tests alike.
+
+    ``derived``: further numbers the clause states about the same call that are not outputs of the
+    operation (a gradient, an expectation over the inputs' outcomes), each named by what it is.
+    ``digits``: None (every number exact), a number of decimals for every number, or a table of decimals
+    per output or derived name (the rest exact). Inputs of a callable or object argument (a matvec, a
+    surrogate) hold the data the check builds it from, as the meaning says."""
 
     id: str
     operation: str
@@ -171,7 +177,24 @@ class KnownAnswer:
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     conventions: dict[str, Any] = field(default_factory=dict)
-    digits: int | None = None  # None: exact (every number is the exact value); n: rounded to n decimals
+    digits: int | dict[str, int] | None = None
+    derived: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, name: str):
+        """An output or a derived number, as written."""
+        return self.outputs[name] if name in self.outputs else self.derived[name]
+
+    def decimals(self, name: str) -> int | None:
+        """The decimals ``name`` is published to; None if it is exact."""
+        if isinstance(self.digits, dict):
+            return self.digits.get(name)
+        return self.digits
+
+    def published_error(self, name: str) -> float:
+        """How far the written value of ``name`` may be from the exact one: half a unit in its last published
+        decimal, 0 if it is exact."""
+        decimals = self.decimals(name)
+        return 0.0 if decimals is None else float(f"5e-{decimals + 1}")
 
     def arrays(self, part: str = "inputs") -> dict[str, Any]:
         """``inputs`` or ``outputs`` with lists as numpy arrays (bool lists as bool arrays), in the
@@ -284,8 +307,31 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
     return Convention(**{**convention.__dict__, "default": normalised})
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_data(value, leaf) -> bool:
+    """``value`` is ``leaf`` or a (nested) list of them."""
+    return all(_is_data(v, leaf) for v in value) if isinstance(value, list) else leaf(value)
+
+
+# What a known answer may hold for an argument of each contract type: arrays are (nested) lists, scalars
+# numbers, and callables or objects the data the check builds them from (a matrix, a table of coefficients).
+_KNOWN_VALUE = {
+    "array": lambda v: _is_data(v, _is_number),
+    "bool": lambda v: _is_data(v, lambda x: isinstance(x, bool)),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "scalar": _is_number,
+    "string": lambda v: isinstance(v, str),
+    "callable": lambda v: isinstance(v, (list, dict)),
+    "object": lambda v: isinstance(v, (list, dict)),
+    "mapping": lambda v: isinstance(v, dict),
+}
+
+
 def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict[str, Convention], where: str) -> KnownAnswer:
-    _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits"},
+    _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits", "derived"},
           ("id", "operation", "clauses", "meaning", "inputs", "outputs"), where)
     where = f"{where}: known answer {raw['id']}"
     op = operations.get(raw["operation"])
@@ -297,8 +343,25 @@ def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict
     if unknown_in or unknown_out or missing:
         raise ContractError(f"{where}: inputs/outputs must be {op.name}'s arguments (unknown {sorted(unknown_in | unknown_out)}, "
                             f"missing {sorted(missing)})")
+    for argument in op.inputs + op.outputs:
+        part = raw["inputs"] if argument in op.inputs else raw["outputs"]
+        if argument.name in part and not _KNOWN_VALUE[argument.type](part[argument.name]):
+            raise ContractError(f"{where}: {argument.name} = {part[argument.name]!r} is not a value of type {argument.type}")
+    derived = raw.get("derived", {})
+    if not isinstance(derived, dict) or not all(isinstance(k, str) and k and _is_data(v, _is_number) for k, v in derived.items()):
+        raise ContractError(f"{where}: derived is a table of named numbers or lists of numbers, got {derived!r}")
+    if set(derived) & set(raw["outputs"]):
+        raise ContractError(f"{where}: {sorted(set(derived) & set(raw['outputs']))} is both an output and derived")
+    digits = raw.get("digits")
+    named = set(raw["outputs"]) | set(derived)
+    decimal = lambda d: isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 17
+    if not (digits is None or decimal(digits) or isinstance(digits, dict) and digits and set(digits) <= named
+            and all(decimal(d) for d in digits.values())):
+        raise ContractError(f"{where}: digits is a number of decimals (0..17) or a table of them per output or derived "
+                            f"name ({sorted(named)}), got {digits!r}")
     answer = KnownAnswer(raw["id"], raw["operation"], tuple(raw["clauses"]), " ".join(raw["meaning"].split()),
-                         dict(raw["inputs"]), dict(raw["outputs"]), dict(raw.get("conventions", {})), raw.get("digits"))
+                         dict(raw["inputs"]), dict(raw["outputs"]), dict(raw.get("conventions", {})),
+                         dict(digits) if isinstance(digits, dict) else digits, dict(derived))
     try:
         validate_conventions(answer.conventions, conventions)
     except ContractError as exc:
