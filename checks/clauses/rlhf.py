@@ -42,8 +42,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, assert_close, matches
-from .ppo import ClipRange
-from .ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
+from ..clipping import ClipRange, clip_objective, log_derivative_bounds, ratio_relative_error
+from ..gradients import leaf_gradient
+from ..strategies import rounded
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
 from ...spec import contract
@@ -143,7 +144,7 @@ class GaeCase:
     lam: float
 
     def rounded(self, dtype) -> "GaeCase":
-        return GaeCase(_rounded(self.rewards, dtype), _rounded(self.values, dtype), self.mask, self.gamma, self.lam)
+        return GaeCase(rounded(self.rewards, dtype), rounded(self.values, dtype), self.mask, self.gamma, self.lam)
 
     def arguments(self):
         return {"rewards": self.rewards, "values": self.values, "mask": self.mask, "gamma": self.gamma, "lam": self.lam}
@@ -433,7 +434,7 @@ def _wrong_placements(scores, kl, mask, kl_coef):
 
 
 def verify_rewards(ctx, scores, kl, mask, kl_coef, *, what, cause=""):
-    args = {"scores": _rounded(scores, ctx.dtype), "kl": _rounded(np.atleast_2d(kl), ctx.dtype),
+    args = {"scores": rounded(scores, ctx.dtype), "kl": rounded(np.atleast_2d(kl), ctx.dtype),
             "mask": np.atleast_2d(np.asarray(mask, dtype=bool)), "kl_coef": float(kl_coef)}
     call = ctx.call("assemble_rewards", args, shape=args["mask"].shape, allow_nonfinite=True)
     (rewards,) = call.outputs
@@ -468,7 +469,7 @@ def reward_cases(draw, dtype, padding=("right", "left", "both", "none"), interio
     rows = layout_rows(real, positions, width, _garbage_fill(draw))
     scores = np.array(draw(st.lists(_floats(-10.0, 10.0), min_size=len(lengths), max_size=len(lengths))))
     coef = float(draw(st.sampled_from([0.05, 0.5, 0.0]) | _floats(0.0, 1.0), label="kl_coef"))
-    return _rounded(scores, dtype), _rounded(rows.fields["kl"], dtype), rows.mask, coef
+    return rounded(scores, dtype), rounded(rows.fields["kl"], dtype), rows.mask, coef
 
 
 @check("RLHF-REWARDS-SCORE-ON-LAST-REAL-TOKEN")
@@ -520,7 +521,7 @@ def aggregation_weights(mask, mode, num_tokens=None, norm_length=None, eps=0.0) 
 
 
 def call_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None):
-    args = {"per_token_loss": _rounded(np.atleast_2d(losses), ctx.dtype), "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
+    args = {"per_token_loss": rounded(np.atleast_2d(losses), ctx.dtype), "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
             "mode": mode}
     if num_tokens is not None:
         args["num_tokens"] = num_tokens
@@ -528,7 +529,7 @@ def call_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None):
         args["norm_length"] = norm_length
     call = ctx.call("aggregate_loss", args, array="torch", requires_grad=("per_token_loss",), shape=(), allow_nonfinite=True)
     shape = args["mask"].shape
-    grad = _gradient(call, "per_token_loss", shape[0] * shape[1]).reshape(shape)
+    grad = leaf_gradient(call, "per_token_loss", shape[0] * shape[1]).reshape(shape)
     return float(call.outputs[0]), grad, call, args
 
 
@@ -584,7 +585,7 @@ def loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("r
     positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2))
     real = [{"loss": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n))} for n in lengths]
     rows = layout_rows(real, positions, width, _garbage_fill(draw))
-    return _rounded(rows.fields["loss"], dtype), rows.mask
+    return rounded(rows.fields["loss"], dtype), rows.mask
 
 
 @check("RLHF-AGG-KNOWN-ANSWER")
@@ -745,9 +746,9 @@ def _ppo_conv(clip_high, dual_clip) -> ClipRange:
 
 def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):
     args = {
-        "logp_new": _rounded(np.atleast_2d(logp_new), ctx.dtype),
-        "logp_old": _rounded(np.atleast_2d(logp_old), ctx.dtype),
-        "advantages": _rounded(np.atleast_2d(advantages), ctx.dtype),
+        "logp_new": rounded(np.atleast_2d(logp_new), ctx.dtype),
+        "logp_old": rounded(np.atleast_2d(logp_old), ctx.dtype),
+        "advantages": rounded(np.atleast_2d(advantages), ctx.dtype),
         "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
         "clip_low": float(clip_low),
         "clip_high": float(clip_high),
@@ -756,7 +757,7 @@ def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_hig
         args["dual_clip"] = float(dual_clip)
     call = ctx.call("token_ppo_loss", args, array="torch", requires_grad=("logp_new",), shape=(), allow_nonfinite=True)
     shape = args["mask"].shape
-    return float(call.outputs[0]), _gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
+    return float(call.outputs[0]), leaf_gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
 
 
 def ppo_expected(args, clamp, u):
@@ -857,7 +858,7 @@ def ppo_cases(draw, dtype, *, log_ratio=_floats(-3.0, 3.0), logp_old=_floats(-50
     for n in lengths:
         old = np.array(draw(st.lists(logp_old, min_size=n, max_size=n)))
         x = np.array(draw(st.lists(log_ratio, min_size=n, max_size=n)))
-        real.append({"old": _rounded(old, dtype), "new": _rounded(_rounded(old, dtype) + x, dtype),
+        real.append({"old": rounded(old, dtype), "new": rounded(rounded(old, dtype) + x, dtype),
                      "A": draw(st.lists(advantage, min_size=n, max_size=n))})
     garbage = {"old": _floats(-50.0, 1.0), "new": _floats(-50.0, 1.0), "A": _floats(-1e3, 1e3)}
     table: dict = {}
@@ -869,7 +870,7 @@ def ppo_cases(draw, dtype, *, log_ratio=_floats(-3.0, 3.0), logp_old=_floats(-50
     clip_low, clip_high = clip if clip is not None else (float(draw(_floats(0.01, 0.5))), float(draw(_floats(0.01, 0.5))))
     c = float(draw(_floats(1.0 + clip_high + 0.05, 10.0))) if dual else None
     f = rows.fields
-    return _rounded(f["new"], dtype), _rounded(f["old"], dtype), _rounded(f["A"], dtype), rows.mask, clip_low, clip_high, c
+    return rounded(f["new"], dtype), rounded(f["old"], dtype), rounded(f["A"], dtype), rows.mask, clip_low, clip_high, c
 
 
 @check("RLHF-PPO-TOKEN-GRADIENT-TABLE")
