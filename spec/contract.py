@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -167,8 +168,10 @@ class KnownAnswer:
     ``derived``: further numbers the clause states about the same call that are not outputs of the
     operation (a gradient, an expectation over the inputs' outcomes), each named by what it is.
     ``digits``: None (every number exact), a number of decimals for every number, or a table of decimals
-    per output or derived name (the rest exact). Inputs of a callable or object argument (a matvec, a
-    surrogate) hold the data the check builds it from, as the meaning says."""
+    per output or derived name (the rest exact). A number is exact as written: a decimal, or a fraction
+    written as a string ``"p/q"`` where no decimal is (``"1/6"``); NaN marks an output the clause does not
+    state (at a masked position). Inputs of a callable or object argument (a matvec, a surrogate) hold the
+    data the check builds it from, as the meaning says."""
 
     id: str
     operation: str
@@ -181,8 +184,16 @@ class KnownAnswer:
     derived: dict[str, Any] = field(default_factory=dict)
 
     def value(self, name: str):
-        """An output or a derived number, as written."""
-        return self.outputs[name] if name in self.outputs else self.derived[name]
+        """An output or a derived number as floats (fractions rounded to the nearest float), lists kept."""
+        return _floats(self.outputs[name] if name in self.outputs else self.derived[name])
+
+    def exact(self, name: str):
+        """An input, output or derived number as exact :class:`~fractions.Fraction` values (a decimal means its
+        decimal value: 0.2 is 1/5), lists kept: what a proof compares with."""
+        for part in (self.inputs, self.outputs, self.derived):
+            if name in part:
+                return _fractions(part[name])
+        raise KeyError(name)
 
     def decimals(self, name: str) -> int | None:
         """The decimals ``name`` is published to; None if it is exact."""
@@ -206,7 +217,7 @@ class KnownAnswer:
         order = [a.name for a in (spec.inputs if part == "inputs" else spec.outputs)]
         converted = {}
         for name in sorted(values, key=order.index):
-            value = values[name]
+            value = _floats(values[name]) if _is_data(values[name], _is_number) else values[name]
             if isinstance(value, list):
                 flat = np.asarray(value)
                 value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.float64)
@@ -307,8 +318,33 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
     return Convention(**{**convention.__dict__, "default": normalised})
 
 
+_FRACTION = re.compile(r"-?\d+/[1-9]\d*")
+
+
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A number as a known answer writes it: an int or float (not a bool), or an exact fraction "p/q"."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, str) and bool(_FRACTION.fullmatch(value))
+
+
+def _floats(value):
+    """Fractions "p/q" as the nearest floats, through (nested) lists; other values unchanged."""
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
+    if isinstance(value, str) and _FRACTION.fullmatch(value):
+        from fractions import Fraction
+
+        return float(Fraction(value))
+    return value
+
+
+def _fractions(value):
+    from fractions import Fraction
+
+    if isinstance(value, list):
+        return [_fractions(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or isinstance(value, str) and not _FRACTION.fullmatch(value):
+        return value
+    return Fraction(value) if isinstance(value, (int, str)) else Fraction(repr(value))
 
 
 def _is_data(value, leaf) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,7 @@ def _load_with(tmp_path, monkeypatch, old: str, new: str):
 @pytest.mark.parametrize("old, new, message", [
     ("lam = 0.5 }", "lam = 0.5, lambda_ = 1 }", r"known answer gae.terminal-after-step-1: inputs/outputs must be gae's"),
     ("lam = 0.5 }", 'lam = "half" }', r"gae.terminal-after-step-1: lam = 'half' is not a value of type scalar"),
+    ("lam = 0.5 }", 'lam = "1/0" }', r"lam = '1/0' is not a value of type scalar"),
     ("terminated = [false, true, false, false]", "terminated = [0, 1, 0, 0]", r"terminated = \[0, 1, 0, 0\] is not a value of type bool"),
     ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\ndigits = { value = 3 }',
      r"digits is a number of decimals .* per output or derived name \(\['advantages', 'returns'\]\)"),
@@ -319,5 +321,8 @@ def test_published_digits_give_half_a_unit_in_the_last_place(tmp_path, monkeypat
     answer = loaded.known_answers["gae.terminal-after-step-1"]
     assert answer.published_error("returns") == 5e-7 and answer.published_error("advantages") == 0.0
     assert answer.value("A_0 + A_1") == 1.375 and answer.decimals("A_0 + A_1") is None
+    fractions = contract.KnownAnswer("x", "gae", (), "", {"gamma": 0.2}, {"advantages": ["1/6", 0.5]}, derived={"w": "-2/3"})
+    assert fractions.value("advantages") == [1 / 6, 0.5] and fractions.value("w") == -2 / 3
+    assert fractions.exact("advantages") == [Fraction(1, 6), Fraction(1, 2)] and fractions.exact("gamma") == Fraction(1, 5)
     for decimals, literal in ((3, 5e-4), (6, 5e-7), (7, 5e-8), (8, 5e-9)):
         assert contract.KnownAnswer("x", "gae", (), "", {}, {}, digits=decimals).published_error("y") == literal

@@ -11,7 +11,7 @@ import pytest
 import sympy
 import torch
 
-from rlspec.checks import run_conformance
+from rlspec.checks import clipping, run_conformance
 from rlspec.checks.clauses import ppo as checks
 from rlspec.checks.loader import LoadError
 from rlspec.reference import ppo as ref
@@ -158,17 +158,17 @@ def test_reference_update_stops_on_kl():
 
 
 def test_derivative_bounds_widen_only_at_kinks():
-    conv = checks.ClipRange()
+    conv = clipping.ClipRange()
     r, A = np.array([0.5, 0.8, 1.0, 1.2, 1.5]), np.array([2.0] * 5)
-    lo, hi = checks.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
+    lo, hi = clipping.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
     assert lo.tolist() == [1.0, 0.0, 2.0, 0.0, 0.0]
     assert hi.tolist() == [1.0, 1.6, 2.0, 2.4, 0.0]
 
 
 def test_dual_clip_objective():
-    conv = checks.ClipRange(dual_clip=3.0)
+    conv = clipping.ClipRange(dual_clip=3.0)
     r, A = np.array([10.0, 2.0, 10.0]), np.array([-2.0, -2.0, 2.0])
-    assert checks.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
+    assert clipping.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
 
 
 class Module:
