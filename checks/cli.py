@@ -47,9 +47,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-isolation", action="store_true",
                        help="run the candidate in this process: faster start, but no time or memory limit")
     check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+    check.add_argument("--vectors", metavar="DIR", help="run the candidate on a vector set (rlspec vectors) instead of the clauses")
+
+    vectors = commands.add_parser("vectors", help="write the known-answer vector set (JSON, any language can run it)")
+    vectors.add_argument("out", metavar="OUT", help="folder for the vector files (the repository keeps them in vectors/)")
+    vectors.add_argument("--mutants", metavar="DIR", help="the mutant catalogue the flags come from (default: tests/mutants of this checkout)")
 
     listing = commands.add_parser("list", help="print the clause catalogue")
     listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    listing.add_argument("--bugs", action="store_true",
+                         help="print the bug catalogue instead: each real bug, its upstream links and the clauses that catch it")
 
     contract_cmd = commands.add_parser("contract", help="the operations, conventions and declarations a candidate may use")
     contract_cmd.add_argument("--format", choices=["text", "json", "markdown", "readme"], default="text",
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    handler = {"check": cmd_check, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
+    handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "matrix": cmd_matrix}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `rlspec list | head`
@@ -100,6 +107,8 @@ def _write(path: str, text: str, terminal) -> None:
 
 
 def cmd_check(args) -> int:
+    if args.vectors:
+        return cmd_check_vectors(args)
     from . import report
     from .engine import UsageError, run_conformance
     from .loader import LoadError, load
@@ -188,6 +197,65 @@ def cmd_check(args) -> int:
     return EXIT_OK if run.ok else EXIT_FAIL
 
 
+def cmd_check_vectors(args) -> int:
+    """``rlspec check --vectors DIR``: the candidate on every case of a vector set, one line per case."""
+    from . import vectors
+    from .loader import LoadError
+
+    if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers != 1:
+        print("rlspec: --vectors runs every case as written; --only, --profile, --dtype, --xfail, --junit and -n do not "
+              "apply", file=sys.stderr)
+        return EXIT_USAGE
+    terminal = sys.stderr if args.json == "-" else sys.stdout
+    started = time.perf_counter()
+
+    def row(result):
+        terminal.write(f"  {result.status:<13} {result.id:<64} {result.operation}\n")
+        terminal.flush()
+
+    try:
+        if args.no_isolation:
+            from .loader import load
+
+            results = vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
+        else:
+            results = vectors.run_isolated(args.candidate, Path(args.vectors), time_limit=args.time_limit or 30.0,
+                                           load_limit=args.time_limit or 120.0, on_result=row)
+    except (LoadError, vectors.VectorError) as exc:
+        print(f"rlspec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "skip", "not-provided")}
+    for result in results:
+        if result.status in ("fail", "error"):
+            terminal.write(f"\n{result.id} ({result.operation}): {result.status}\n    {result.message}\n"
+                           f"    clauses: {', '.join(result.clauses)}\n")
+    seconds = time.perf_counter() - started
+    terminal.write(f"{len(results)} vectors: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {seconds:.1f} s\n")
+    if args.json:
+        report = {"rlspec": "0.1.0", "candidate": args.candidate, "vectors": str(args.vectors), "format": vectors.FORMAT,
+                  "version": vectors.VERSION, "cases": [r.to_json() for r in results], "summary": counts,
+                  "seconds": round(seconds, 3)}
+        _write(args.json, json.dumps(report, indent=2) + "\n", terminal)
+    return EXIT_FAIL if counts["fail"] or counts["error"] else EXIT_OK
+
+
+def cmd_vectors(args) -> int:
+    from . import vectors
+
+    folder = Path(args.mutants) if args.mutants else vectors.ROOT / "tests" / "mutants"
+    if not folder.is_dir():
+        print(f"rlspec: the flags come from the mutant catalogue; no folder {folder} (an rlspec checkout has tests/mutants; "
+              "--mutants DIR)", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    manifest = vectors.generate(Path(args.out), mutant_folder=folder, progress=lambda text: print(f"  {text}", flush=True))
+    caught = sum(bool(m["caught_by"]) for m in manifest["mutants"].values())
+    cases = sum(f["cases"] for f in manifest["files"])
+    print(f"wrote {cases} vectors in {len(manifest['files'])} files to {args.out}: {caught} of {len(manifest['mutants'])} "
+          f"mutants caught (manifest.json says why the others are not) in {time.perf_counter() - started:.1f} s")
+    return EXIT_OK
+
+
 def cmd_matrix(args) -> int:
     from . import matrix
 
@@ -196,6 +264,10 @@ def cmd_matrix(args) -> int:
 
 # ------------------------------------------------------------------------------------------------
 # list, explain, prove
+
+
+def _source_json(source) -> dict:
+    return {**source.as_dict(), "cite": str(source), "url": source.url or getattr(source, "path", "")}
 
 
 def _catalogue_json() -> list[dict]:
@@ -207,7 +279,7 @@ def _catalogue_json() -> list[dict]:
             "id": c.id,
             "chapter": c.chapter,
             "statement": c.statement,
-            "sources": [{"seed": s.seed, "section": s.section} for s in c.sources],
+            "sources": [_source_json(s) for s in c.sources],
             "operations": list(c.operations),
             "proofs": list(c.proofs),
             "checks": [k.qualified for k in registry.get(c.id, [])],
@@ -218,9 +290,38 @@ def _catalogue_json() -> list[dict]:
     ]
 
 
+def _bugs_json() -> list[dict]:
+    cited = catalogue.catalogued_bugs_cited()
+    return [
+        {"id": b.id, "name": b.name, "library": b.library, "version": b.version, "mechanism": b.mechanism,
+         "status": b.status, "fixed_in": b.fixed_in, "links": list(b.links), "code": b.code,
+         "related": list(b.related), "clauses": list(cited[b.id])}
+        for b in catalogue.bugs().values()
+    ]
+
+
+def _markdown_source(source) -> str:
+    """One source as a Markdown line whose link a reader can follow from docs/."""
+    if isinstance(source, catalogue.ProofSource):
+        return f"rlspec proof `{source.proof}` ([{source.path}](../{source.path}))"
+    if isinstance(source, catalogue.CodeSource):
+        path = f"[`{source.path}`]({source.url})" if source.url else f"`{source.path}`"
+        return f"{source.library} {source.version}, {path}: `{source.symbol}`"
+    ref = source.reference
+    where = f", {source.where}" if source.where else ""
+    return f"[{ref.short}](#ref-{ref.key}), {ref.title}{where}"
+
+
+def _bug_anchor(bug_id: str) -> str:
+    return f"bug-{bug_id.lower()}"
+
+
 def markdown_catalogue() -> str:
     """``docs/clauses.md``, generated from the catalogue (a test keeps the file in sync)."""
-    lines = ["# Clause catalogue", "", "Generated by `rlspec list --format markdown`; do not edit by hand.", ""]
+    lines = ["# Clause catalogue", "", "Generated by `rlspec list --format markdown`; do not edit by hand. "
+             "Sources are published works (listed at the end), library code at the version read, or rlspec's own "
+             "proofs; the bugs are in [known-bugs.md](known-bugs.md).", ""]
+    cited: dict[str, None] = {}
     for chapter in catalogue.chapters():
         lines += [f"## {chapter.title}", ""]
         for c in chapter.clauses:
@@ -229,18 +330,72 @@ def markdown_catalogue() -> str:
             lines.append(c.statement)
             lines.append("")
             lines.append(f"- operation: {', '.join(f'`{o}`' for o in c.operations)}")
-            lines.append(f"- source: {'; '.join(str(s) for s in c.sources)}")
+            lines.append("- sources:")
+            lines += [f"  - {_markdown_source(s)}" for s in c.sources]
+            cited.update({s.reference.key: None for s in c.sources if isinstance(s, catalogue.PaperSource)})
             if c.proofs:
                 lines.append(f"- proofs: {', '.join(f'`{p}`' for p in c.proofs)}")
             if c.likely_cause:
                 lines.append(f"- a failure most often means: {c.likely_cause}")
             if c.bugs:
-                lines.append(f"- catches: {'; '.join(c.bugs)}")
+                lines.append("- catches: " + "; ".join(
+                    f"[{b.id}](known-bugs.md#{_bug_anchor(b.id)}) {b.name}" for b in c.bug_entries))
             lines.append("")
+    lines += ["## Works cited", ""]
+    for key, ref in catalogue.references().items():
+        if key in cited:
+            ident = f"arXiv:{ref.arxiv}" if ref.arxiv else ref.url
+            lines.append(f'- <a id="ref-{key}"></a>`{key}`: {ref.authors}, "{ref.title}", {ref.venue}, {ref.year}. '
+                         f"[{ident}]({ref.link})")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def markdown_bugs() -> str:
+    """``docs/known-bugs.md``, generated from spec/bugs.toml (a test keeps the file in sync)."""
+    cited = catalogue.catalogued_bugs_cited()
+    lines = ["# Known bugs", "", "Generated by `rlspec list --bugs --format markdown` from `spec/bugs.toml`; do not edit "
+             "by hand. Real mistakes in public policy-gradient code, each with its upstream reports and the clauses "
+             "built to catch it ([clauses.md](clauses.md)). Ids A-G were reported upstream; R entries are what "
+             "rlspec's adapters found in the pinned libraries ([bugs-found.md](bugs-found.md) has the "
+             "reproductions). Status: " + ", ".join(f"`{s}`" for s in catalogue.BUG_STATUSES) + ".", ""]
+    lines += ["| id | name | library | status | caught by |", "|---|---|---|---|---|"]
+    for b in catalogue.bugs().values():
+        clauses_ = ", ".join(f"`{c}`" for c in cited[b.id]) or "no clause yet"
+        library = f"{b.library} {b.version}".strip()
+        lines.append(f"| [{b.id}](#{_bug_anchor(b.id)}) | {b.name} | {library} | {b.status} | {clauses_} |")
+    lines.append("")
+    for b in catalogue.bugs().values():
+        lines += [f'### <a id="{_bug_anchor(b.id)}"></a>{b.id} `{b.name}`', ""]
+        facts = [f"library: {b.library}" + (f" {b.version}" if b.version else ""), f"status: {b.status}"]
+        if b.fixed_in:
+            facts.append(f"fixed in {b.fixed_in}")
+        lines.append("- " + "; ".join(facts))
+        lines.append(f"- mechanism: {b.mechanism}")
+        if b.code:
+            lines.append(f"- code: `{b.code}`")
+        if b.links:
+            lines.append("- upstream: " + ", ".join(f"<{u}>" for u in b.links))
+        elif b.found_by_rlspec:
+            lines.append("- upstream: not reported; found by rlspec (see bugs-found.md)")
+        if b.related:
+            lines.append("- related: " + ", ".join(f"[{r}](#{_bug_anchor(r)})" for r in b.related))
+        lines.append("- caught by: " + (", ".join(f"`{c}`" for c in cited[b.id]) or "no clause yet"))
+        lines.append("")
     return "\n".join(lines)
 
 
 def cmd_list(args) -> int:
+    if args.bugs:
+        if args.format == "json":
+            print(json.dumps(_bugs_json(), indent=2))
+        elif args.format == "markdown":
+            sys.stdout.write(markdown_bugs())
+        else:
+            cited = catalogue.catalogued_bugs_cited()
+            for b in catalogue.bugs().values():
+                print(f"  {b.id:<5} {b.name:<58} {b.status:<12} {', '.join(cited[b.id]) or '-'}")
+        return EXIT_OK
     if args.format == "json":
         print(json.dumps(_catalogue_json(), indent=2))
     elif args.format == "markdown":
@@ -281,11 +436,17 @@ def cmd_explain(args) -> int:
     wrap = lambda text, indent="  ": textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent)
     out = [clause.id, "", wrap(clause.statement), "", f"chapter: {clause.chapter}",
            f"operation: {', '.join(clause.operations)}", "sources:"]
-    out += [f"  {s}" for s in clause.sources]
+    for source in clause.sources:
+        out.append(wrap(str(source)))
+        if source.url:
+            out.append(f"    {source.url}")
     if clause.likely_cause:
         out += ["likely cause of a failure:", wrap(clause.likely_cause)]
     if clause.bugs:
-        out += ["real bugs it targets (research/bugs.md):"] + [f"  {b}" for b in clause.bugs]
+        out.append("real bugs it targets (spec/bugs.toml):")
+        for bug in clause.bug_entries:
+            out += [wrap(f"{bug}: {bug.mechanism}")]
+            out += [f"    {url}" for url in bug.links] or ([f"    {bug.code}"] if bug.code else [])
     if clause.notes:
         out += ["notes:", wrap(clause.notes)]
     affecting = [k for k in contract.conventions().values() if clause.id in k.clauses]

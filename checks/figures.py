@@ -1,4 +1,4 @@
-"""The two figures of seed 000, recomputed from the reference: ``rlspec figures OUT/``.
+"""Two figures of the PPO and GAE chapters, recomputed from the reference: ``rlspec figures OUT/``.
 
 1. ``ppo_clip_objective.png``: the clipped objective min(r A, clip(r, 1 - eps, 1 + eps) A) of one
    sample against the ratio r, for A > 0 and A < 0, with the regions where its gradient is zero
@@ -7,10 +7,10 @@
    start state against lambda, for the exact critic V^pi and the scaled critic c V^pi, in closed form
    (``rlspec.reference.gridworld``; no time limit, no sampling).
 
-The seed's claims behind them are checked, not just drawn (``claims``): the exact critic's bias is
+The claims behind them are checked, not just drawn (``claims``): the exact critic's bias is
 exactly 0 at every lambda (rational arithmetic); the scaled critic's bias stays flat and then falls
 to exactly 0 at lambda = 1; the variance rises by orders of magnitude from lambda = 0 to 1; and the
-clip objective is flat exactly where the seed's gradient table says. Matplotlib is imported only
+clip objective is flat exactly where the clip gradient table says. Matplotlib is imported only
 here (the ``figures`` extra) and used through its object API with the Agg canvas: no pyplot, no
 global backend or rcParams change. The PNGs carry no timestamp or version string, so the same inputs
 give the same bytes.
@@ -80,7 +80,7 @@ def bias_variance_table(lambdas=gw.GRIDWORLD.lambdas, world: gw.Gridworld = gw.G
 
 
 def claims(rows: list[Row]) -> list[tuple[str, bool, str]]:
-    """Seed 000 §2.5's claims about the bias/variance figure, each ``(claim, holds, numbers)``."""
+    """The claims about the bias/variance figure, each ``(claim, holds, numbers)``."""
     by = {r.lam: r for r in rows}
     flat = [r.scaled_bias for r in rows if r.lam <= FLAT_UP_TO]
     tail = [r.scaled_bias for r in rows if r.lam >= FLAT_UP_TO]
@@ -119,7 +119,7 @@ def clip_objective(ratios: np.ndarray, advantage: float, eps: float = CLIP_EPS):
 
 
 def clip_claims(ratios: np.ndarray, eps: float = CLIP_EPS) -> list[tuple[str, bool, str]]:
-    """The gradient is zero exactly past the clip in the advantage's direction (seed 000 §2.7 table)."""
+    """The gradient is zero exactly past the clip in the advantage's direction (the clip gradient table)."""
     out = []
     for advantage, past in ((1.0, ratios > 1 + eps), (-1.0, ratios < 1 - eps)):
         _, grad = clip_objective(ratios, advantage, eps)

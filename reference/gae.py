@@ -5,8 +5,8 @@
             = sum_{l=0}^{K_t - 1} (gamma lambda)^l delta_{t+l}                 (K_t: steps left in the segment)
     R_t     = A_t + V(s_t)                                                     value target
 
-Two masks, because a time-limit truncation is not a terminal state (seed 001, "Compute GAE and
-Critic Targets"): a truncated step still bootstraps from V of its real final observation, but the
+Two masks, because a time-limit truncation is not a terminal state (Pardo et al. 2018,
+arXiv:1712.00378): a truncated step still bootstraps from V of its real final observation, but the
 trace must not run on into the next episode. ``terminated`` wins when both flags are set.
 
 Arrays are time-major, (T,) or (T, N); ``next_values[t]`` is V of the observation that followed
@@ -79,7 +79,7 @@ def lambda_mixture_weights(K, lam):
 
     ``(1-lambda) lambda^{n-1}`` for ``n < K`` and the remaining mass ``lambda^{K-1}`` on ``A^(K)``:
     the infinite mixture with every ``A^(n), n >= K``, equal to ``A^(K)``. They sum to 1. Dropping
-    the last weight's tail gives seed 001's finite-horizon correction ``lambda^K sum_l gamma^l delta``.
+    the last weight's tail gives the finite-horizon correction ``lambda^K sum_l gamma^l delta``.
     """
     weights = [(1.0 - lam) * lam ** (n - 1) for n in range(1, K)]
     return np.array(weights + [lam ** (K - 1)])

@@ -1,5 +1,5 @@
-"""Diagonal-Gaussian and tanh-squashed Gaussian policies (seed 001 "PPO in Practice" §1-2 and
-§6 "Bounded Actions"; Haarnoja et al. 2018, arXiv:1801.01290, Appendix C).
+"""Diagonal-Gaussian and tanh-squashed Gaussian policies (a diagonal Gaussian
+per action dimension; the tanh change of variables of Haarnoja et al. 2018, arXiv:1801.01290, Appendix C).
 
     log N(a; mu, sigma)  = sum_d [-1/2 ((a_d - mu_d) / sigma_d)^2 - log sigma_d - 1/2 log(2 pi)]
     H                    = sum_d [1/2 log(2 pi e) + log sigma_d]

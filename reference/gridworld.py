@@ -8,7 +8,7 @@ a softmax over a table of logits, pi(a|s) = exp(z[s, a]) / sum_b exp(z[s, b]).
     V^pi       = (I - gamma P_pi)^-1 r_pi         on non-terminal states; V = 0 at a terminal state
     Q^pi(s,a)  = r(s,a) + gamma sum_s' P(s'|s,a) V^pi(s'),      A^pi = Q^pi - V^pi,   J(pi) = V^pi(s_0)
 
-Performance difference (Kakade & Langford, ICML 2002; seed 001 "TRPO"), with the discounted
+Performance difference (Kakade & Langford, ICML 2002, Lemma 6.1; Schulman et al. 2015, eq. 1), with the discounted
 occupancy d^pi'(s) = sum_t gamma^t Pr_pi'(s_t = s), i.e. d^pi' = e_{s_0}' (I - gamma P_pi')^-1:
 
     J(pi') - J(pi) = E_pi'[ sum_t gamma^t A^pi(s_t, a_t) ] = sum_s d^pi'(s) sum_a pi'(a|s) A^pi(s, a)
@@ -253,7 +253,7 @@ def expected_gae_by_steps(mdp: MDP, policy, critic, lam, horizon: int) -> list:
 
 
 def start_state_bias(mdp: MDP, policy, critic, lam) -> float:
-    """Seed 000's bias at the start state: E[A_hat_0 | s_0, a] minus its policy mean over a, against
+    """The bias at the start state: E[A_hat_0 | s_0, a] minus its policy mean over a, against
     A^pi(s_0, a); summarised as the policy-weighted root mean square over actions. No time limit."""
     s0, pi0 = mdp.start, policy[mdp.start]
     mean = expected_gae(mdp, policy, critic, lam)[s0]  # (A,)

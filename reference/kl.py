@@ -1,6 +1,6 @@
 """Sample estimators of KL(p || q) and the adaptive KL-penalty coefficient.
 
-Estimators (Schulman, "Approximating KL divergence", 2020; seed 001 "KL approximation"): with
+Estimators (Schulman, "Approximating KL divergence", 2020): with
 samples x ~ p (the *sampler*) and the log ratio ``log r = log q(x) - log p(x)`` against the *other*
 distribution q,
 
@@ -11,7 +11,7 @@ distribution q,
 The first argument is the distribution that drew the samples, as in KL(p || q). A PPO learner's
 ``approx_kl`` with samples from pi_old estimates KL(pi_old || pi_new): sampler = pi_old.
 
-Adaptive penalty (Schulman et al. 2017, arXiv:1707.06347 §4; seed 000 §7 exercise 5): after an
+Adaptive penalty (Schulman et al. 2017, arXiv:1707.06347 §4): after an
 update with measured KL d and target d_targ,
 
     beta <- 2 beta   if d > 1.5 d_targ

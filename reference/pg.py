@@ -1,6 +1,6 @@
 """Policy-gradient surrogate losses, and the small policies the numeric checks differentiate.
 
-REINFORCE with a baseline (Williams 1992; seed 000 §2.2-2.3 and §3.1):
+REINFORCE with a baseline (Williams 1992; Sutton & Barto 2018 §13.3-13.4):
 
     grad J = E[ sum_t grad log pi(a_t|s_t) (G_t - b(s_t)) ]
     L      = -(1/T) sum_t log pi(a_t|s_t) * sg(G_t - b_t)          sg = stop-gradient
@@ -9,7 +9,7 @@ The surrogate's value means nothing; its gradient is minus the estimator, so min
 The weights are numbers, not functions of theta: a gradient through a learned baseline would add the
 bias that the baseline theorem excludes.
 
-One-step actor-critic (seed 000 §2.4 and §3.2; seed 001 "Actor Critic and GAE"):
+One-step actor-critic (Sutton & Barto 2018 §13.5):
 
     delta_t  = r_t + gamma (1 - term_t) sg(V(s_{t+1})) - V(s_t)      TD error
     L_actor  = -(1/T) sum_t log pi(a_t|s_t) * sg(delta_t)            delta is a weight here

@@ -1,5 +1,5 @@
-"""Proximal Policy Optimisation with the clipped surrogate (Schulman et al. 2017, arXiv:1707.06347;
-seed 000 §2.7-2.8 and §3.4; seed 001 "PPO in Practice").
+"""Proximal Policy Optimisation with the clipped surrogate (Schulman et al. 2017, arXiv:1707.06347
+§3-5; the implementation details of Huang et al. 2022).
 
     r_t      = exp(log pi(a_t|s_t) - log pi_old(a_t|s_t))                          ratio, in log space
     L_clip   = -mean_t min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)                policy loss (minimised)
@@ -9,7 +9,7 @@ seed 000 §2.7-2.8 and §3.4; seed 001 "PPO in Practice").
     A_norm   = (A - mean A) / (std A + 1e-8),  std with ddof = 1                    advantage normalisation
     KL_hat   = mean_t (r_t - 1 - log r_t)                                           k3: estimates KL(old || new)
 
-One update (seed 000 §3.4): normalise the advantages once over the batch, then for each epoch
+One update (Schulman et al. 2017, Algorithm 1): normalise the advantages once over the batch, then for each epoch
 shuffle the batch, and for each minibatch take one optimizer step on
 L_clip + c_v L_value + L_ent with the gradient clipped to a global norm; after each epoch stop if
 the last minibatch's KL_hat (measured before its step) exceeds the target.
@@ -51,7 +51,7 @@ def normalize_advantages(advantages, ddof=1, eps=1e-8):
     """``(A - mean A) / (std_ddof A + eps)`` over the whole (B,) array (numpy or torch).
 
     The divisor ``max(B - ddof, 1)`` keeps a one-element batch finite: it comes out as 0, where an
-    unguarded unbiased std would be 0/0 (bugs.md C1).
+    unguarded unbiased std would be 0/0 (bug C1).
     """
     centred = advantages - advantages.mean()  # (B,)
     variance = (centred**2).sum() / max(advantages.shape[0] - ddof, 1)
@@ -80,7 +80,7 @@ class LinearActorCritic(nn.Module):
     """Actor and critic linear in the observation, for categorical or diagonal-Gaussian actions.
 
     ``kind = "categorical"``: logits = W obs over ``action_dim`` actions. ``kind = "gaussian"``: mean =
-    W obs and a learned state-independent log-std per action dimension (seed 001 §1). value = v . obs.
+    W obs and a learned state-independent log-std per action dimension. value = v . obs.
     With one-hot observations this is a tabular policy, and every output row depends on its own
     observation only, bit for bit, whatever else is in the batch.
 

@@ -2,7 +2,7 @@
 
     G_t = sum_{k>=0} gamma^k r_{t+k}  =  r_t + gamma G_{t+1},   G_T = 0
 
-Williams (1992); seed 000 §2.2. ``rewards[t]`` is the reward for the action taken at step ``t``.
+Williams (1992); Sutton & Barto (2018) §3.3, eq. 3.9. ``rewards[t]`` is the reward for the action taken at step ``t``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Token-level RLHF math over (B, L) response rows (seed 000, PPO for language models; the verl,
-OpenRLHF and TRL conventions measured in the research notes).
+"""Token-level RLHF math over (B, L) response rows (PPO for language models, Ouyang et
+al. 2022 §3.5; the conventions of verl 0.9.1, OpenRLHF 0.11.2 and TRL 1.16, read in their code).
 
 A row is one response: ``mask[b, t]`` is True on its real (trainable) tokens, False on padding
 (left or right) and on interior spans that are not the policy's tokens (a tool's output in a

@@ -1,8 +1,8 @@
-"""A minimal PPO trainer (Schulman et al. 2017, arXiv:1707.06347) in seed 000's structure (§3.4).
+"""A minimal PPO trainer (Schulman et al. 2017, arXiv:1707.06347) (Algorithm 1).
 
     repeat `iterations` times:
         collect a fixed-length rollout with pi_old, storing log pi_old(a|s) and V_old(s) as it acts
-        A, R = gae(rewards, values, next_values, terminated, truncated, gamma, lambda)      (GAE, §2.5)
+        A, R = gae(rewards, values, next_values, terminated, truncated, gamma, lambda)      (GAE, arXiv:1506.02438)
         A    = (A - mean A) / (std A + 1e-8)                                               (per batch)
         for each epoch, for each shuffled minibatch:
             loss = ppo_clip_loss(log pi, log pi_old, A, eps) + c_v (V - R)^2 - c_e H[pi]
@@ -11,8 +11,8 @@
 
 The policy and the critic are tables (logits (S, A) and values (S,)), so this needs only a
 ``gymnasium.Env`` with ``Discrete`` observation and action spaces. A time-limit truncation is not
-a terminal state: it bootstraps from V(final observation) (seed 001, "Compute GAE and Critic
-Targets"). Everything random comes from ``seed``; no global RNG (numpy's or torch's) is touched.
+a terminal state: it bootstraps from V(final observation) (Pardo et al. 2018,
+arXiv:1712.00378). Everything random comes from ``seed``; no global RNG (numpy's or torch's) is touched.
 Adam is written out (eight lines) because ``torch.optim`` imports TorchDynamo on first use, which
 takes longer here (about 3 s) than the whole training run.
 """

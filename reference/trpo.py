@@ -1,5 +1,5 @@
 """Natural policy gradient and TRPO (Kakade 2001; Schulman et al., ICML 2015, arXiv:1502.05477,
-Appendix C; seed 000 §2.6; seed 001 "Natural Policy Gradient" and "TRPO").
+Appendix C).
 
     L(theta) = mean_b exp(log pi_theta(a_b|s_b) - log pi_old(a_b|s_b)) A_b           surrogate (maximised)
     F        = Hessian at theta_old of mean_b KL(pi_old(.|s_b) || pi_theta(.|s_b))
@@ -50,7 +50,7 @@ def fisher_vector_product(policy, params, v, damping=0.0):
 
     ``policy(theta)`` returns a torch Distribution with batch shape (B,); params, v: (P,) torch.
     The old policy is evaluated on detached parameters: were both sides of the KL functions of
-    theta, the KL would be identically 0 and so would its Hessian (research bugs.md E4).
+    theta, the KL would be identically 0 and so would its Hessian (bug E4).
     """
     theta = params.detach().requires_grad_(True)
     old = policy(params.detach())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MUTANTS, ROOT, mutant_metadata
-from rlspec.checks.cli import markdown_catalogue
+from rlspec.checks.cli import markdown_bugs, markdown_catalogue
 from rlspec.checks.protocol import OPERATIONS
 from rlspec.checks.registry import load_all
 from rlspec.spec import catalogue
@@ -66,18 +66,50 @@ def test_docs_clause_catalogue_is_generated_from_the_catalogue():
     assert path.read_text(encoding="utf-8") == markdown_catalogue(), "regenerate: rlspec list --format markdown > docs/clauses.md"
 
 
+def test_docs_known_bugs_is_generated_from_the_bug_catalogue():
+    path = ROOT / "docs" / "known-bugs.md"
+    assert path.read_text(encoding="utf-8") == markdown_bugs(), "regenerate: rlspec list --bugs --format markdown > docs/known-bugs.md"
+
+
+GOOD_SOURCE = {"ref": "gae", "where": "§3, eq. 16"}
+
+
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"id": "gae-lower", "statement": "s", "sources": [{"seed": "000", "section": "x"}], "operations": ["gae"]}, "UPPER-KEBAB"),
+        ({"id": "gae-lower", "statement": "s", "sources": [GOOD_SOURCE], "operations": ["gae"]}, "UPPER-KEBAB"),
         ({"id": "GAE-X", "statement": "s", "operations": ["gae"]}, "lacks sources"),
-        ({"id": "GAE-X", "statement": "s", "sources": [{"seed": "000"}], "operations": ["gae"]}, "a source is"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"seed": "000", "section": "x"}], "operations": ["gae"]}, "a source is"),
         ({"id": "GAE-X", "statement": "s", "sources": [], "operations": ["gae"]}, "at least one source"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"ref": "gea"}], "operations": ["gae"]}, "unknown reference 'gea'.*did you mean 'gae'"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"ref": "gae", "page": "3"}], "operations": ["gae"]}, "unknown page"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"ref": "gae", "where": ""}], "operations": ["gae"]}, "where must be a non-empty"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"library": "sb3", "version": "2.9.2", "path": "p.py", "symbol": "f"}],
+          "operations": ["gae"]}, "unknown library 'sb3'"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"library": "stable-baselines3", "path": "p.py", "symbol": "f"}],
+          "operations": ["gae"]}, "missing version"),
+        ({"id": "GAE-X", "statement": "s", "sources": [{"proof": "gae.seed_example"}], "operations": ["gae"]},
+         "not among the clause's proofs"),
+        ({"id": "GAE-X", "statement": "s", "sources": [GOOD_SOURCE], "operations": ["gae"], "bugs": ["B99"]}, "unknown bug 'B99'"),
+        ({"id": "GAE-X", "statement": "s", "sources": [GOOD_SOURCE], "operations": ["gae"],
+          "bugs": ["B1 sb3-dones-current-vs-last"]}, "unknown bug"),
     ],
 )
 def test_malformed_clauses_are_rejected(raw, message):
     with pytest.raises(CatalogueError, match=message):
         _clause(raw, "gae", "test.toml")
+
+
+def test_a_clause_with_every_source_form_loads():
+    clause = _clause({"id": "GAE-X", "statement": "s", "operations": ["gae"], "proofs": ["gae.seed_example"], "bugs": ["B1"],
+                      "sources": [GOOD_SOURCE, {"proof": "gae.seed_example"},
+                                  {"library": "stable-baselines3", "version": "2.9.2", "path": "stable_baselines3/common/buffers.py",
+                                   "symbol": "RolloutBuffer.compute_returns_and_advantage"}]}, "gae", "test.toml")
+    paper, proof, code = clause.sources
+    assert paper.url == "https://arxiv.org/abs/1506.02438" and "§3, eq. 16" in str(paper)
+    assert proof.path == "spec/proofs/gae.py"
+    assert code.url == "https://github.com/DLR-RM/stable-baselines3/blob/v2.9.2/stable_baselines3/common/buffers.py"
+    assert [b.name for b in clause.bug_entries] == ["sb3-dones-current-vs-last"]
 
 
 def test_lookup_is_case_insensitive_and_suggests_near_misses():
@@ -87,4 +119,5 @@ def test_lookup_is_case_insensitive_and_suggests_near_misses():
 
 
 def test_the_catalogue_files_ship_inside_the_package():
-    assert (Path(catalogue.__file__).parent / "clauses").is_dir()
+    here = Path(catalogue.__file__).parent
+    assert (here / "clauses").is_dir() and (here / "references.toml").is_file() and (here / "bugs.toml").is_file()

@@ -135,6 +135,31 @@ def test_list_formats(capsys):
     entries = json.loads(out)
     assert {e["id"] for e in entries} == {c.id for c in catalogue.clauses()}
     assert all(e["checks"] for e in entries)
+    first = next(e for e in entries if e["id"] == "GAE-SEED-EXAMPLE")
+    assert first["sources"][0] == {"proof": "gae.seed_example", "cite": "rlspec proof gae.seed_example (spec/proofs/gae.py)",
+                                   "url": "spec/proofs/gae.py"}
+    assert {"ref": "gae", "where": first["sources"][1]["where"]}.items() <= first["sources"][1].items()
+    assert first["sources"][1]["url"] == "https://arxiv.org/abs/1506.02438" and first["bugs"] == ["B1", "B12"]
+
+
+def test_list_bugs_formats(capsys):
+    code, out, _ = run(capsys, "list", "--bugs")
+    assert code == 0 and "B3" in out and "sb3-onpolicy-timeout-treated-as-terminal" in out
+    code, out, _ = run(capsys, "list", "--bugs", "--format", "json")
+    entries = {e["id"]: e for e in json.loads(out)}
+    assert set(entries) == set(catalogue.bugs())
+    assert entries["B3"]["links"][0] == "https://github.com/DLR-RM/stable-baselines3/issues/633"
+    assert "GAE-TRUNCATION-BOOTSTRAP" in entries["B3"]["clauses"]
+
+
+def test_explain_prints_sources_and_bugs_with_their_links(capsys):
+    code, out, _ = run(capsys, "explain", "GAE-TRUNCATION-BOOTSTRAP")
+    assert code == 0
+    for expected in ("Time Limits in Reinforcement Learning", "https://arxiv.org/abs/1712.00378",
+                     "stable-baselines3 2.9.2, stable_baselines3/common/on_policy_algorithm.py",
+                     "real bugs it targets (spec/bugs.toml):", "B3 sb3-onpolicy-timeout-treated-as-terminal",
+                     "https://github.com/DLR-RM/stable-baselines3/pull/658"):
+        assert expected in out
 
 
 def test_explain_shows_statement_proof_reference_and_checks(capsys):

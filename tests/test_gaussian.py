@@ -1,4 +1,4 @@
-"""The Gaussian-policy chapter: the reference is pinned to the probes' exact numbers (P11, bugs.md F1-F5),
+"""The Gaussian-policy chapter: the reference is pinned to exact numbers (the tanh known answer, bugs F1-F5),
 the suite's oracles and tolerances are right (the closed forms agree with torch.distributions, the
 quadrature integrates the exact density to 1, the tolerance admits torch's softplus and nothing an
 epsilon form gets wrong), and a non-finite log-density is a failure of the stability clause."""
@@ -21,7 +21,7 @@ zeros = lambda *shape: np.zeros(shape)
 
 
 # ---------------------------------------------------------------------------------------------
-# the reference against the probes' numbers
+# the reference against the known answers
 
 
 def test_p11_tanh_log_prob_at_u_1():

@@ -1,5 +1,5 @@
-"""The GRPO chapter: the reference and the oracle pinned to the libraries' probe numbers (library notes
-§2-§4), the exact expected gradients, the tolerances, the declared conventions checked exactly (a wrong
+"""The GRPO chapter: the reference and the oracle pinned to the libraries' measured numbers (verl,
+OpenRLHF, TRL), the exact expected gradients, the tolerances, the declared conventions checked exactly (a wrong
 declaration fails), the clamp locator, and each proof refuting a wrong formula."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rlspec.spec.proofs import grpo as proofs
 CLAUSES = "GROUP-*,KL-PENALTY-*"
 MUTANTS, VARIANTS = "tests/mutants", "tests/variants"
 DEFAULT = checks.GroupConventions()
-P7_P, P7_Q, NOTES_OLD = np.array([0.2, 0.3, 0.5]), np.array([0.4, 0.4, 0.2]), np.array([0.3, 0.3, 0.4])
+KL_KNOWN_P, KL_KNOWN_Q, NOTES_OLD = np.array([0.2, 0.3, 0.5]), np.array([0.4, 0.4, 0.2]), np.array([0.3, 0.3, 0.4])
 
 
 def candidate(conventions=None, xfail=None, **operations) -> Candidate:
@@ -81,7 +81,7 @@ def test_bugs_g8_and_g9_known_answers():
     g8 = ref.group_advantages(np.array([1.0, 1.00001, 2.0, 2.00001]), np.array([7, 7, 3, 3]), "grpo")
     np.testing.assert_allclose(g8, [-0.6194967154969799, 0.6194967154969799] * 2, rtol=1e-9)
     g9 = ref.group_advantages(np.array([1.0, 1.0, 1.0, 1.0 + 1e-5]), np.zeros(4, dtype=int), "grpo")
-    assert g9[-1] == pytest.approx(1.25, rel=1e-9)  # bugs.md G9: 1.25 with eps 1e-6 (0.071 with 1e-4)
+    assert g9[-1] == pytest.approx(1.25, rel=1e-9)  # bug G9: 1.25 with eps 1e-6 (0.071 with 1e-4)
     biased = dataclasses.replace(DEFAULT, ddof=0)
     np.testing.assert_allclose(checks.expected_advantages(np.array([1.0, 0.0]), np.array([3, 3]), "grpo", biased), [0.999998, -0.999998], rtol=1e-6)
 
@@ -166,19 +166,19 @@ def expected_logit_gradient(kind, p, q, sampler=None):
     ("k1+", [-0.185272, -0.156268, 0.341540]), ("k2+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
 ])
 def test_on_policy_expected_gradients_at_p7(kind, expected):
-    np.testing.assert_allclose(expected_logit_gradient(kind, P7_P, P7_Q), expected, atol=5e-7)
+    np.testing.assert_allclose(expected_logit_gradient(kind, KL_KNOWN_P, KL_KNOWN_Q), expected, atol=5e-7)
 
 
 @pytest.mark.parametrize("kind, expected", [
     ("k1", [0.1, 0.0, -0.1]), ("k2", [-0.222398, -0.107985, 0.330383]), ("k3", [-0.268, -0.052, 0.320]),
     ("k1+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
 ])
-def test_off_policy_expected_gradients_match_the_library_notes(kind, expected):
-    np.testing.assert_allclose(expected_logit_gradient(kind, P7_P, P7_Q, NOTES_OLD), expected, atol=5e-7)
+def test_off_policy_expected_gradients_match_the_published_values(kind, expected):
+    np.testing.assert_allclose(expected_logit_gradient(kind, KL_KNOWN_P, KL_KNOWN_Q, NOTES_OLD), expected, atol=5e-7)
 
 
 def test_closed_forms_match_the_published_gradients():
-    a, b = np.log(P7_P), np.log(P7_Q)
+    a, b = np.log(KL_KNOWN_P), np.log(KL_KNOWN_Q)
     np.testing.assert_allclose(checks.reverse_gradient(a, b), [-0.185272, -0.156268, 0.341540], atol=5e-7)
     np.testing.assert_allclose(checks.forward_gradient(a, b), [-0.2, -0.1, 0.3], atol=1e-15)
 

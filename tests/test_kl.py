@@ -1,4 +1,4 @@
-"""The KL chapter: the reference pinned to exact values (PROBES P7 to 16 digits, computed with
+"""The KL chapter: the reference pinned to exact values (the KL known answer to 16 digits, computed with
 mpmath at 40 digits), the adaptive rule at and around its thresholds, the tolerances, and the
 declared conventions checked exactly (a wrong declaration fails)."""
 
@@ -18,8 +18,8 @@ CLAUSES = "kl"
 VARIANTS = "tests/variants"
 LOG_P, LOG_Q = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
 
-# mpmath, 40 digits: per-sample estimates at P7 and the exact expectations under p
-P7_EXACT = {
+# mpmath, 40 digits: per-sample estimates at the KL known answer and the exact expectations under p
+KL_KNOWN_EXACT = {
     "k1": [-0.6931471805599453094, -0.2876820724517809274, 0.9162907318741550652],
     "k2": [0.2402265069591007123, 0.04138048740507586540, 0.4197943526592373646],
     "k3": [0.3068528194400546906, 0.04565126088155240589, 0.3162907318741550652],
@@ -41,7 +41,7 @@ def test_p7_per_sample_values(kind):
     # log(0.3) and friends are rounded inputs: the derived per-sample bound covers them (a few 1e-16)
     tol = checks.per_sample_tolerance(kind, LOG_P, LOG_Q, 2.0**-53)
     assert tol.max() < 5e-14
-    np.testing.assert_array_less(np.abs(ref.kl_estimate(LOG_P, LOG_Q, kind) - P7_EXACT[kind]), tol)
+    np.testing.assert_array_less(np.abs(ref.kl_estimate(LOG_P, LOG_Q, kind) - KL_KNOWN_EXACT[kind]), tol)
 
 
 @pytest.mark.parametrize("kind, expected", [("k1", KL_PQ), ("k2", E_K2), ("k3", KL_PQ)])

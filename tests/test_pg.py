@@ -1,6 +1,6 @@
-"""The policy-gradient chapter: the reference pinned to exact values, the seed's numeric checks run
+"""The policy-gradient chapter: the reference pinned to exact values, the numeric checks run
 directly on it, the checks' closed forms against autograd, the derived tolerances against the
-seed's 1e-6, and the declared conventions checked exactly (a wrong declaration fails)."""
+1e-6 target, and the declared conventions checked exactly (a wrong declaration fails)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_actor_critic_terminal_step_does_not_bootstrap():
 
 
 def test_critic_bias_gradient_is_minus_two_mean_delta():
-    """The seed's check, on the reference with a real critic network (nn.Linear) for s and s'."""
+    """The bias-gradient check, on the reference with a real critic network (nn.Linear) for s and s'."""
     torch.manual_seed(0)
     critic = torch.nn.Linear(3, 1).double()
     obs, next_obs = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 3, dtype=torch.float64)
@@ -87,7 +87,7 @@ def test_critic_bias_gradient_is_minus_two_mean_delta():
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-14), (torch.float32, 1e-6)])
 def test_baseline_identity_through_a_network_over_four_actions(dtype, tol):
-    """Seed 000 §2.3: sum_a pi(a|s) grad log pi(a|s) = 0 over all four actions of a small network, to 1e-6."""
+    """The score identity: sum_a pi(a|s) grad log pi(a|s) = 0 over all four actions of a small network, to 1e-6."""
     torch.manual_seed(1)
     net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4)).to(dtype)
     log_pi = torch.log_softmax(net(torch.randn(5, 3, dtype=dtype)), dim=-1)  # (5 states, 4 actions)

@@ -32,13 +32,13 @@ WRONG = {
     "gae.recursion_unrolls": dict(recursion=lambda k, end: gae.backward_recursion(k, end_at=-1)),
     # every step weighted by the whole-episode return
     "returns.reward_to_go_recursion": dict(returns=lambda t, T: sum(gae.gamma**k * gae.r[k] for k in range(T))),
-    # PPO: clipping without the min (seed 000 §2.7's "plain clipping")
+    # PPO: clipping without the min ("plain clipping")
     "ppo.clip_pessimistic_bound": dict(objective=lambda r, A, eps: sp.Max(1 - eps, sp.Min(r, 1 + eps)) * A),
-    # the unclipped surrogate returned (bugs.md C3)
+    # the unclipped surrogate returned (bug C3)
     "ppo.clip_gradient_table": dict(objective=lambda r, A, eps: r * A),
     # the ratio inverted, pi_old / pi
     "ppo.vanilla_gradient_at_ratio_one": dict(ratio=lambda new, old: sp.exp(old - new)),
-    # the dual clip applied to every sample, positive advantages too (bugs.md C4)
+    # the dual clip applied to every sample, positive advantages too (bug C4)
     "ppo.dual_clip_floor": dict(objective=lambda r, A, eps, c: sp.Max(sp.Min(r * A, sp.Max(1 - eps, sp.Min(r, 1 + eps)) * A), c * A)),
     # the population std whatever ddof is asked for
     "ppo.advantage_normalisation_moments": dict(
@@ -53,17 +53,17 @@ WRONG = {
     "pg.gaussian_score_zero_mean": dict(log_density=lambda a, mu, s: -((a - mu) ** 2) * sp.exp(-2 * s) / 2),
     # Gauss-Hermite weights that do not match the nodes
     "pg.gauss_hermite_three_nodes": dict(rule=((0, sp.Rational(1, 2)), (sp.sqrt(3), sp.Rational(1, 4)), (-sp.sqrt(3), sp.Rational(1, 4)))),
-    # KL: k3 = r - 1 + log r (seed 001's sign slip)
+    # KL: k3 = r - 1 + log r (a sign slip)
     "kl.k3_nonnegative": dict(estimator=lambda x: sp.exp(x) - 1 + x),
-    # k3 with the ratio inverted (bugs.md D1)
+    # k3 with the ratio inverted (bug D1)
     "kl.k1_k3_unbiased": dict(k3=lambda x: sp.exp(-x) - 1 + x),
     # k2 without its factor 1/2
     "kl.k2_second_order": dict(k2=lambda x: x**2),
     # gridworld: the TD error without gamma on the bootstrap
     "gridworld.td_error_is_advantage": dict(td_error=lambda r, v_next, v: r + v_next - v),
-    # the time limit treated as terminal: no bootstrap there (bugs.md B4)
+    # the time limit treated as terminal: no bootstrap there (bug B4)
     "gridworld.expected_gae_exact_critic": dict(limit=lambda critic: [0, 0]),
-    # the trace decays by lambda alone (bugs.md B7's class)
+    # the trace decays by lambda alone (bug B7's class)
     "gridworld.lambda_one_critic_cancels": dict(trace=lambda: gridworld.lam),
     # TRPO's local surrogate: the old policy's occupancy in place of the new one's
     "gridworld.performance_difference": dict(occupancy=lambda old, new: gridworld.discounted_occupancy(old)),

@@ -1,4 +1,4 @@
-"""The token-level RLHF chapter: the reference is pinned to the research notes' measured numbers, the
+"""The token-level RLHF chapter: the reference is pinned to the libraries' measured numbers, the
 checks' layouts and oracles are right, the proofs refute realistic wrong versions, and named library
 behaviours get the verdicts (and diagnoses) they should, clause by clause."""
 
@@ -31,7 +31,7 @@ B = lambda x: torch.tensor(x, dtype=torch.bool)
 
 
 # ---------------------------------------------------------------------------------------------
-# the reference against the notes' numbers
+# the reference against the libraries' measured numbers
 
 
 KNOWN = [a for a in contract.known_answers().values() if a.id.startswith("rlhf.")]
@@ -128,7 +128,7 @@ def test_aggregation_rejects_an_unknown_mode():
 
 
 def test_the_token_tables_are_the_seeds_and_the_ppo_chapters():
-    """RLHF's per-token table and the PPO chapter's per-sample one are seed 000's numbers: the same rows."""
+    """RLHF's per-token table and the PPO chapter's per-sample one are the same clip gradient table: the same rows."""
     ppo = contract.known_answer("ppo.clip-gradient-table")
     rows = list(zip(ppo.inputs["advantages"], ppo.derived["ratio"], ppo.derived["d loss / d logp_new, each row alone"]))
     assert [(A, r, g) for A, r, _, g in checks.TOKEN_TABLE] == rows
@@ -141,7 +141,7 @@ def test_token_ppo_padding_and_mixed_rows():
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0, 1.0]]), T([[2.0, 5.0]]), B([[1, 0]]), 0.2, 0.2), [[0.0, 800.0]])
     assert value == -2.0 and g.tolist() == [[-2.0, 0.0]]  # exp(799) overflows only where masked: no NaN gradient
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[-1000.1]]), T([[1.0]]), B([[1]]), 0.2, 0.2), [[-1000.0]])
-    assert value == pytest.approx(-math.exp(0.1), rel=1e-12) and g[0, 0] == pytest.approx(-math.exp(0.1), rel=1e-12)  # P6
+    assert value == pytest.approx(-math.exp(0.1), rel=1e-12) and g[0, 0] == pytest.approx(-math.exp(0.1), rel=1e-12)  # the log-space known answer
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def test_cg_works_on_torch_tensors():
 
 
 def test_natural_step_e4_numbers():
-    """research bugs.md E4: F = diag(1, 100), g = (1, 1), delta = 0.01, damping 0.1: step (0.134, 0.0015),
+    """bug E4: F = diag(1, 100), g = (1, 1), delta = 0.01, damping 0.1: step (0.134, 0.0015),
     quadratic KL 0.0091; undamped: sqrt(0.02 / 1.01) (1, 0.01)."""
     F, g = np.diag([1.0, 100.0]), np.array([1.0, 1.0])
     step = ref.natural_step(g, lambda v: F @ v, 0.01, 6)
@@ -69,7 +69,7 @@ def test_line_search_rule_and_restore():
     x0, f = np.array([0.0]), np.array([1.0])
     assert ref.line_search(s, kl, x0, f, 0.01, 10).tolist() == [0.5]
     assert ref.line_search(s, kl, x0, f, 0.01, 10, backtrack_factor=0.8).tolist() == [0.8**3]
-    restored = ref.line_search(s, kl, x0, f, 1e-12, 1)  # bugs.md E1's input
+    restored = ref.line_search(s, kl, x0, f, 1e-12, 1)  # bug E1's input
     assert restored.tolist() == [0.0] and restored is not x0
 
 

@@ -4,7 +4,7 @@ mask and no done or bootstrap input (verl, OpenRLHF): every row ends terminal.
 Each episode segment of each column becomes one right-padded row; a segment that did not terminate
 (truncated by a time limit, or the rollout's unfinished last episode) gets its bootstrap folded into
 its last reward, r_last + gamma V(s_next), which is exactly what GAE would add there
-(research/library-notes-rlax-verl-openrlhf-trl.md §2.3).
+(partial-episode bootstrapping, Pardo et al. 2018, arXiv:1712.00378).
 """
 
 from __future__ import annotations

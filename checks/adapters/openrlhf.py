@@ -38,7 +38,7 @@ What each operation drives (paths in ``site-packages/openrlhf``):
 - ``gae`` (time-major): each column is cut into its episodes, one right-padded row each, and the
   same function runs on the rows. OpenRLHF has no bootstrap input (a row ends terminal), so a
   truncated episode and the rollout's last unfinished one get ``gamma * next_values[t]`` folded into
-  their last reward, as the research notes' adapter does (§3.3).
+  their last reward (checks/adapters/_rows.py).
 - ``assemble_rewards``: ``models/utils.py`` ``compute_reward(r, kl_coef, kl, action_mask)``.
 - ``group_advantages``: the group estimators inside ``RemoteExperienceMaker.
   compute_advantages_and_returns`` (the smallest function that holds that math), on an instance

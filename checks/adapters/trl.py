@@ -9,7 +9,7 @@
 loss and reward assembly, all inline in ``PPOTrainer.train()``) exists up to TRL 1.12.0 and was
 removed after it (absent from 1.13.0 on). This adapter drives TRL 1.16, so ``token_gae``,
 ``assemble_rewards``, ``gae``, ``ppo_value_loss`` and ``ppo_update`` are not provided; the 1.12 PPO
-findings (the score placed one step after EOS) are in the research notes, not in this adapter.
+findings (the score placed one step after EOS: bug G4) are not part of this adapter.
 
 What each operation drives (paths in ``site-packages/trl/trainer``), always a method of the real
 trainer class called unbound on a stub ``self`` (a ``SimpleNamespace`` carrying the trainer's

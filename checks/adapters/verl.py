@@ -24,8 +24,8 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
 - ``gae`` (time-major, the classic chapter): each column is cut into episode segments at
   ``terminated | truncated`` and at the rollout's end, one right-padded row each (mask 0 after the
   segment). verl has no done, truncation or bootstrap input: a segment that was not terminated
-  (truncated, or the rollout's last) gets ``gamma * next_values[t]`` folded into its last reward, as
-  the research notes' adapter does (§2.3). Raw advantages as for ``token_gae``.
+  (truncated, or the rollout's last) gets ``gamma * next_values[t]`` folded into its last reward
+  (checks/adapters/_rows.py). Raw advantages as for ``token_gae``.
 - ``assemble_rewards``: verl's two real steps on a controlled ``DataProto``:
   ``experimental/reward_loop/reward_manager/base.py`` ``RewardManagerBase.assemble_rm_scores``
   (0.9.1's default reward loop: the score at ``valid_response_length - 1``, where
@@ -59,7 +59,7 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
   "seq-mean-token-mean" divides by ``torch.sum(loss_mask, -1) + 1e-8``: an int64 count plus a Python
   float is a float32 tensor (torch's default dtype), where ``n + 1e-8`` rounds to ``n`` for every
   n >= 1, so the epsilon never acts on a row with tokens (``seq_mean_token_mean_eps = 0``; with a
-  float mask, as in the research probe, it would be 1e-8).
+  float64 mask it would be 1e-8).
 - ``token_ppo_loss``: ``get_policy_loss_fn("vanilla")`` (``compute_policy_loss_vanilla``) with a real
   ``ActorConfig(clip_ratio_low, clip_ratio_high, clip_ratio_c)`` and ``loss_agg_mode="token-sum"``.
   verl's dual clip is always on for A < 0 (``clip_ratio_c`` is asserted > 1, default 3): the adapter

@@ -1,7 +1,7 @@
 """Checks for the GAE chapter (``spec/clauses/10_gae.toml``).
 
 Every check starts from fixed known-answer vectors (the same on every seed), then searches drawn
-rollouts. Expected numbers come from the formulas, from the seed's hand-computed answers, from
+rollouts. Expected numbers come from the formulas, from the contract's hand-computed known answers, from
 the reference's independent mixture form, or from the candidate itself (structural properties:
 no leak, column independence, linearity), never only from the reference recursion.
 """
@@ -80,7 +80,7 @@ def _diagnose_terminal(actual, tol):
 
 @check("GAE-SEED-EXAMPLE")
 def seed_example(ctx):
-    """P1: gamma = lambda = 0.5, r = 1, V = 0.5, terminal after step 1, V(s_4) = 2 -> [0.875, 0.5, 1.125, 1.5]."""
+    """The terminal known answer: gamma = lambda = 0.5, r = 1, V = 0.5, terminal after step 1, V(s_4) = 2 -> [0.875, 0.5, 1.125, 1.5]."""
     advantages, returns, call = run_gae(ctx, SEED_TERMINAL)
     tol = tolerance(SEED_TERMINAL, call.unit_roundoff)
     assert_close(advantages, SEED_TERMINAL_ADVANTAGES, tol, what="advantages", call=call.code,
@@ -91,7 +91,7 @@ def seed_example(ctx):
 
 @check("GAE-SEED-EXAMPLE-TRUNCATED")
 def seed_example_truncated(ctx):
-    """P2: the same end as a time-limit truncation with V(final obs) = 3 -> [1.25, 2.0, 1.125, 1.5]."""
+    """The truncated known answer: the same end as a time-limit truncation with V(final obs) = 3 -> [1.25, 2.0, 1.125, 1.5]."""
     advantages, returns, call = run_gae(ctx, SEED_TRUNCATED)
     tol = tolerance(SEED_TRUNCATED, call.unit_roundoff)
     assert_close(advantages, SEED_TRUNCATED_ADVANTAGES, tol, what="advantages", call=call.code,
@@ -285,7 +285,7 @@ def rollout_end_bootstrap(ctx):
         assert_close(advantages[-1:], last[None], tolerance(r, call.unit_roundoff)[-1:],
                      what="A_{T-1} vs r + gamma next_values[T-1] - V(s_{T-1})", call=call.code)
 
-    # bugs.md B2: T = 1, r = 0, V(s_0) = 0, V(s_1) = 10, gamma = 1: A_0 = 10.
+    # bug B2: T = 1, r = 0, V(s_0) = 0, V(s_1) = 10, gamma = 1: A_0 = 10.
     verify(Rollout.of([0.0], [0.0], [10.0], [False], [False], 1.0, 1.0))
     verify(Rollout.of([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [5.0, 6.0, 7.0], [False] * 3, [False] * 3, 0.9, 0.95))
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
@@ -297,7 +297,7 @@ def rollout_end_bootstrap(ctx):
 
 @check("GAE-COLUMNS-INDEPENDENT")
 def columns_independent(ctx):
-    """Column j of a (T, N) call equals the (T,) call on column j (PROBES P3)."""
+    """Column j of a (T, N) call equals the (T,) call on column j (two columns with different episode ends, checked against each column alone)."""
 
     def verify(rollout):
         together, _, call = run_gae(ctx, rollout)
@@ -454,8 +454,8 @@ def reward_to_go(ctx):
         assert_close(returns, direct, tol, what="rewards_to_go vs sum_k gamma^k r_{t+k}", call=call.code)
 
     verify([1.0, 2.0, 3.0], 0.5)  # -> [2.75, 3.5, 3.0]
-    verify([1.0, 0.0], 1.0)  # bugs.md A1: weighting every step by G_0 gives [1, 1]
-    verify([0.0, 1.0], 1.0)  # bugs.md A2: a reward read one step off gives [0, 0] or [1, 0]
+    verify([1.0, 0.0], 1.0)  # bug A1: weighting every step by G_0 gives [1, 1]
+    verify([0.0, 1.0], 1.0)  # bug A2: a reward read one step off gives [0, 0] or [1, 0]
     from ..strategies import episodes
 
     ctx.property(episodes(dtype=ctx.dtype), lambda e: verify(*e), label="drawn")

@@ -1,7 +1,7 @@
 """Checks for the Gaussian-policy chapter (``spec/clauses/60_gaussian.toml``).
 
-Every check starts from fixed known-answer inputs (the research probes' numbers: P11 and bugs.md
-F1-F5), then searches drawn ones. Expected numbers come from the closed forms evaluated in float64
+Every check starts from fixed known-answer inputs (the tanh known answer at u = 1 and the
+smallest inputs of bugs F1-F5), then searches drawn ones. Expected numbers come from the closed forms evaluated in float64
 by the suite (the stable Jacobian 2 (log 2 - u - softplus(-2u)) via ``np.logaddexp``) and from
 ``torch.distributions`` (Normal, Independent, TransformedDistribution with TanhTransform, scored at
 the cached pre-image), never from the reference module.
@@ -23,7 +23,7 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 
 # ---------------------------------------------------------------------------------------------
-# closed forms (float64, from the formulas; seed 001 §2 and §6)
+# closed forms (float64, from the formulas: the diagonal Gaussian and the tanh change of variables)
 
 
 def gaussian_terms(mean, log_std, x):
@@ -150,7 +150,7 @@ def finite_or_fail(values, what: str, call, expected, cause: str):
 # ---------------------------------------------------------------------------------------------
 # diagonal Gaussian
 
-# bugs.md F4 / P11: mean 0, std 1; a = 1.5 scores -2.0439385 (clipped to 1: -1.4189385).
+# bug F4: mean 0, std 1; a = 1.5 scores -2.0439385 (clipped to 1: -1.4189385).
 DIAG_KNOWN = [
     (np.array([[0.0, 0.0]]), np.array([[0.0, 0.0]]), np.array([[1.5, -0.5]])),
     (np.array([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]]), np.array([[-0.5, 0.0, 1.0], [1.0, -2.0, 0.25]]),
@@ -170,12 +170,12 @@ def diagnose_diag(actual, mean, log_std, action, tol):
     terms = gaussian_terms(mean, log_std, action)
     D = terms.shape[-1]
     if D > 1 and matches(actual, terms.mean(axis=-1), tol):
-        return "the log-density is averaged over the action dimensions instead of summed (seed 001 §2: sum them)"
+        return "the log-density is averaged over the action dimensions instead of summed (independent dimensions: sum them)"
     half = gaussian_terms(mean, 0.5 * log_std, action).sum(axis=-1)
     if matches(actual, half, tol):
         return "log_std is treated as the log of the variance: sigma = exp(log_std / 2)"
     if matches(actual, gaussian_terms(mean, log_std, np.clip(action, -1.0, 1.0)).sum(axis=-1), tol):
-        return "the action is clipped to [-1, 1] before it is scored (bugs.md F4): the density of the clipped action is not the sample's"
+        return "the action is clipped to [-1, 1] before it is scored (bug F4): the density of the clipped action is not the sample's"
     if matches(actual, (terms + 0.5 * LOG_2PI).sum(axis=-1), tol) or matches(actual, (terms + log_std).sum(axis=-1), tol):
         return "a normalising term is missing (-1/2 log(2 pi) or -log sigma per dimension)"
     return ""
@@ -236,7 +236,7 @@ def log_prob_unclipped(ctx):
                      diagnose=lambda a: diagnose_diag(a, mean, log_std, action, tol),
                      cause="the action is clipped before scoring, so the stored log-probability is not that of the sampled action")
 
-    verify(np.array([[0.0]]), np.array([[0.0]]), np.array([[1.5]]))  # bugs.md F4: -2.0439385 vs clipped -1.4189385
+    verify(np.array([[0.0]]), np.array([[0.0]]), np.array([[1.5]]))  # bug F4: -2.0439385 vs clipped -1.4189385
     verify(np.array([[0.0, 0.5], [2.0, -1.0]]), np.array([[0.0, -1.0], [0.5, 0.0]]), np.array([[-3.0, 1.25], [10.0, -2.0]]))
 
     @st.composite
@@ -289,7 +289,7 @@ def entropy(ctx):
 # ---------------------------------------------------------------------------------------------
 # tanh-squashed Gaussian
 
-# bugs.md F-section / PROBES P11: u = 1, mean 0, std 1: log N(1) = -1.4189385, -log(1 - tanh(1)^2) = +0.8675616,
+# The tanh known answer (bugs F1-F6): u = 1, mean 0, std 1: log N(1) = -1.4189385, -log(1 - tanh(1)^2) = +0.8675616,
 # log pi(tanh 1) = -0.5513769 (no Jacobian: -1.4189385; double tanh: a different value; eps form: off by 2.4e-6).
 TANH_KNOWN = [
     (np.array([[0.0]]), np.array([[0.0]]), np.array([[1.0]])),
@@ -318,7 +318,7 @@ def tanh_diagnose(actual, mean, log_std, u, tol):
                     f"saturates at -log({eps:.3g}) = {-math.log(eps):.4g} per dimension; use 2 (log 2 - u - softplus(-2u))")
     double = gauss - np.sum(np.log(1.0 - np.tanh(np.tanh(u)) ** 2), axis=-1)
     if matches(actual, double, tol):
-        return "the Jacobian is evaluated at tanh(u) instead of u (the action squashed twice, bugs.md F5)"
+        return "the Jacobian is evaluated at tanh(u) instead of u (the action squashed twice, bug F5)"
     for dtype in (np.float64, np.float32):
         eps = float(np.finfo(dtype).eps)
         back = np.arctanh(np.clip(np.tanh(u), -1 + eps, 1 - eps))
@@ -440,7 +440,7 @@ def tanh_stable_at_saturation(ctx):
                  label="drawn", tier="known-answers-first")
 
 
-# Bounds. a' = low + (high - low)(tanh(u) + 1)/2 adds -sum_d log((high_d - low_d)/2) (bugs.md F1: u = 1, bounds
+# Bounds. a' = low + (high - low)(tanh(u) + 1)/2 adds -sum_d log((high_d - low_d)/2) (bug F1: u = 1, bounds
 # [-2, 2]: -1.2445240, not -0.5513769). Tolerance: the tanh bound plus (D + 3) u sum_d s_d for the affine term
 # (a subtraction, a halving, a log and the sum) with s_d = |log((high - low)/2)| + (|low| + |high|) / (high - low) + 1:
 # the middle term is what rounding low and high to a lower working precision does to high - low, and so to its
@@ -464,14 +464,14 @@ def tanh_scaled_bounds(ctx):
         expected = tanh_log_prob(mean, log_std, u) - np.sum(scale)
         finite_or_fail(out, "scaled_tanh_gaussian_log_prob", call, expected,
                        "NaN or infinity on finite input: the tanh Jacobian log(1 - a^2 + eps) is evaluated on the scaled action "
-                       "a = low + (high - low)(tanh(u) + 1)/2, which leaves (-1, 1) (bugs.md F5)")
+                       "a = low + (high - low)(tanh(u) + 1)/2, which leaves (-1, 1) (bug F5)")
         affine = np.abs(scale) + (np.abs(low) + np.abs(high)) / (high - low) + 1.0
         tol = tanh_tolerance(mean, log_std, u, call.unit_roundoff) + 2.0 * (len(low) + 3) * call.unit_roundoff * np.sum(affine)
 
         def diagnose(actual):
             if np.any(scale) and matches(actual, expected + np.sum(scale), tol):
                 return ("the affine map's Jacobian -sum_d log((high - low)/2) is missing: the action is scaled after the log-probability "
-                        "is computed (Spinning Up's act_limit, bugs.md F1)")
+                        "is computed (Spinning Up's act_limit, bug F1)")
             return ""
 
         assert_close(out, expected, tol, what="scaled_tanh_gaussian_log_prob vs tanh log-density - sum_d log((high - low)/2)",

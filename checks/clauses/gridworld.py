@@ -487,7 +487,7 @@ def performance_difference(ctx):
 # ---------------------------------------------------------------------------------------------
 # end to end: train_ppo on the gymnasium env
 
-TRAIN_ITERATIONS = 10  # seed 000's end-to-end test: 10 iterations
+TRAIN_ITERATIONS = 10  # a fixed budget of 10 iterations
 FIRST, LAST = 10, 20  # ... and the mean return of the last 20 episodes beats that of the first 10
 MARGIN = 0.1  # by at least this much, on every seed
 QUICK_SEEDS = (0,)  # a fixed training seed (about 0.2 s of CPU); ci and thorough add seeds drawn from --seed

@@ -1,8 +1,8 @@
 """Checks for the GRPO chapter (``spec/clauses/85_grpo.toml``): group-relative advantages and the
 per-token KL penalty used as a loss.
 
-Every check starts from fixed known-answer inputs (the library notes' probe cases, bugs.md's smallest
-inputs), the same on every seed, then searches drawn inputs.
+Every check starts from fixed known-answer inputs (the libraries' documented examples, the bug
+catalogue's smallest inputs), the same on every seed, then searches drawn inputs.
 
 group_advantages. Expected values come from the formulas evaluated with the group statistics in
 exact rational arithmetic (the scores are floats, so ``Fraction`` holds them exactly); only the
@@ -257,7 +257,7 @@ def _alternatives(scores, groups, kind, conv: GroupConventions):
 
 def _batch_wide(scores, groups, conv: GroupConventions):
     """'grpo' with batch statistics: the batch's std with the group mean (TRL scale_rewards='batch'), and the
-    batch's mean and std (bugs.md G6, grpo-flat #2)."""
+    batch's mean and std (bug G6, grpo-flat #2)."""
     scorable = ~np.isnan(scores)
     r = scores[scorable]
     if len(r) < 2:
@@ -272,7 +272,7 @@ def _batch_wide(scores, groups, conv: GroupConventions):
         (np.where(scorable, (scores - group_mean) / (std + conv.eps), fill),
          "the std is the whole batch's, not the group's (TRL scale_rewards='batch')"),
         (np.where(scorable, (scores - float(np.mean(r))) / (std + conv.eps), fill),
-         "the mean and the std are the whole batch's, not the group's (bugs.md G6)"),
+         "the mean and the std are the whole batch's, not the group's (bug G6)"),
     ]
 
 
@@ -654,7 +654,7 @@ def check_token_values(ctx, kind, a_in, b_in, c_in=None, *, what, cause=""):
             return clamp
         inverted = klc.exact(_base(kind), b, a)
         if matches(v, inverted, klc.per_sample_tolerance(_base(kind), b, a, u)):
-            return "the log ratio is inverted: logp - logp_ref takes the place of logp_ref - logp (bugs.md D1)"
+            return "the log ratio is inverted: logp - logp_ref takes the place of logp_ref - logp (bug D1)"
         if kind.endswith("+") and matches(v, 0.5 * (b - a) ** 2, klc.per_sample_tolerance("k2", a, b, u)):
             return f"kind {kind!r} returns the k2 value: a straight-through kind keeps the value of {_base(kind)}"
         return ""
@@ -775,10 +775,10 @@ def check_expected_gradient(ctx, kind, log_p, log_ref, log_old=None, *, what, pu
     return E
 
 
-P7_LOG_P, P7_LOG_REF = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
-P7_REVERSE = [-0.185272, -0.156268, 0.341540]
-P7_FORWARD = [-0.2, -0.1, 0.3]
-NOTES_LOG_OLD = np.log([0.3, 0.3, 0.4])  # library notes' off-policy sampler
+KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
+KL_KNOWN_REVERSE = [-0.185272, -0.156268, 0.341540]
+KL_KNOWN_FORWARD = [-0.2, -0.1, 0.3]
+OFF_POLICY_LOG_OLD = np.log([0.3, 0.3, 0.4])  # an off-policy sampler pi_old
 NOTES_OFF_POLICY = {"k1": [0.1, 0.0, -0.1], "k3": [-0.268, -0.052, 0.320]}
 WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD = np.log([0.05, 0.9, 0.05]), np.log([0.2, 0.3, 0.5]), np.log([0.6, 0.05, 0.35])  # pi / pi_old = 18
 
@@ -819,20 +819,20 @@ def token_batches(draw, log_ratio=(-MODERATE, MODERATE)):
 
 @check("KL-PENALTY-VALUES")
 def penalty_values_check(ctx):
-    """P7 per token (published), E_pi[k] = KL(pi || pi_ref) for k1 / k3, values unchanged by logp_old, drawn (B, L)."""
+    """The KL known answer per token (published), E_pi[k] = KL(pi || pi_ref) for k1 / k3, values unchanged by logp_old, drawn (B, L)."""
     kinds = penalty_kinds(ctx)
     for kind in kinds:
         base = _base(kind)
-        values, call, a, b, c = check_token_values(ctx, kind, P7_LOG_P[None, :], P7_LOG_REF[None, :], what="PROBES P7")
+        values, call, a, b, c = check_token_values(ctx, kind, KL_KNOWN_LOG_P[None, :], KL_KNOWN_LOG_REF[None, :], what="the KL known answer")
         u = call.unit_roundoff
-        assert_close(values[0], klc.P7_PER_SAMPLE[base], klc.PUBLISHED_6 + value_tolerance(kind, a, b, c, u)[0],
-                     what=f"kind {kind!r} at PROBES P7 vs the published values", call=call.code)
+        assert_close(values[0], klc.KL_KNOWN_PER_SAMPLE[base], klc.PUBLISHED_6 + value_tolerance(kind, a, b, c, u)[0],
+                     what=f"kind {kind!r} at the KL known answer vs the published values", call=call.code)
         mean = math.fsum(np.exp(a[0]) * values[0])
         tol = float(np.sum(np.exp(a[0]) * value_tolerance(kind, a, b, c, u)[0])) + klc.expectation_tolerance(base, a[0], b[0], values[0], u)
-        expected = klc.P7_K2 if base == "k2" else klc.P7_KL_PQ
-        assert_close(mean, expected, tol + klc.PUBLISHED_8, what=f"sum_y pi(y) {kind}(y) at PROBES P7 vs {expected}", call=call.code)
-        check_token_values(ctx, kind, P7_LOG_P[None, :], P7_LOG_REF[None, :], NOTES_LOG_OLD[None, :],
-                           what="PROBES P7 with logp_old = log [0.3, 0.3, 0.4] (values do not depend on logp_old)")
+        expected = klc.KL_KNOWN_K2 if base == "k2" else klc.KL_KNOWN_KL_PQ
+        assert_close(mean, expected, tol + klc.PUBLISHED_8, what=f"sum_y pi(y) {kind}(y) at the KL known answer vs {expected}", call=call.code)
+        check_token_values(ctx, kind, KL_KNOWN_LOG_P[None, :], KL_KNOWN_LOG_REF[None, :], OFF_POLICY_LOG_OLD[None, :],
+                           what="the KL known answer with logp_old = log [0.3, 0.3, 0.4] (values do not depend on logp_old)")
 
     def verify(drawn):
         (a, b, c), kind, off = drawn
@@ -844,11 +844,11 @@ def penalty_values_check(ctx):
 
 @check("KL-PENALTY-EXPECTED-GRADIENT")
 def penalty_expected_gradient(ctx):
-    """On-policy, exact over a categorical: k1 -> 0, k2 / '+' -> reverse KL's gradient, k3 -> forward KL's (P7, drawn)."""
+    """On-policy, exact over a categorical: k1 -> 0, k2 / '+' -> reverse KL's gradient, k3 -> forward KL's (the KL known answer, then drawn)."""
     kinds = penalty_kinds(ctx)
     for kind in kinds:
-        published = [0.0, 0.0, 0.0] if kind == "k1" else P7_FORWARD if kind == "k3" else P7_REVERSE
-        check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, what="PROBES P7", published=published, published_tol=5e-7)
+        published = [0.0, 0.0, 0.0] if kind == "k1" else KL_KNOWN_FORWARD if kind == "k3" else KL_KNOWN_REVERSE
+        check_expected_gradient(ctx, kind, KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, what="the KL known answer", published=published, published_tol=5e-7)
 
     def verify(drawn):
         (log_p, log_ref), kind = drawn
@@ -864,16 +864,16 @@ def penalty_off_policy(ctx):
     kinds = penalty_kinds(ctx)
     straight = [k for k in kinds if k.endswith("+")]
     if off_policy_convention(ctx) == "on-policy-only" and straight:
-        E, tol, _, call, a, b, c = expected_gradient(ctx, straight[-1], P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD)
+        E, tol, _, call, a, b, c = expected_gradient(ctx, straight[-1], KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, OFF_POLICY_LOG_OLD)
         raise ClauseFailure(
             f"declared kl_penalty_off_policy = 'on-policy-only': with tokens drawn from pi_old = [0.3, 0.3, 0.4] the "
-            f"expected gradient of {straight[-1]} is {np.round(E, 6).tolist()}, not grad KL(pi || pi_ref) = {P7_REVERSE}",
+            f"expected gradient of {straight[-1]} is {np.round(E, 6).tolist()}, not grad KL(pi || pi_ref) = {KL_KNOWN_REVERSE}",
             call=call.code,
             cause="the candidate does not importance-weight the penalty's gradient off-policy (by its own declaration); "
             "list KL-PENALTY-OFF-POLICY in its xfail entries with the reason")
     for kind in kinds:
-        published = P7_REVERSE if kind.endswith("+") else NOTES_OFF_POLICY.get(kind)
-        check_expected_gradient(ctx, kind, P7_LOG_P, P7_LOG_REF, NOTES_LOG_OLD, what="P7, tokens from pi_old = [0.3, 0.3, 0.4]",
+        published = KL_KNOWN_REVERSE if kind.endswith("+") else NOTES_OFF_POLICY.get(kind)
+        check_expected_gradient(ctx, kind, KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, OFF_POLICY_LOG_OLD, what="the KL known answer, tokens from pi_old = [0.3, 0.3, 0.4]",
                                 published=published, published_tol=5e-7 if kind.endswith("+") else 5e-4)
         check_expected_gradient(ctx, kind, WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD,
                                 what="pi = [0.05, 0.9, 0.05], pi_ref = [0.2, 0.3, 0.5], tokens from pi_old = "

@@ -4,7 +4,7 @@ Expectations are exact: the candidate gets every outcome of a categorical distri
 its per-sample estimates are weighted by the sampler's probabilities, so there is no sampling noise
 to tolerate. Expected numbers come from the formulas (k1 = -x, k2 = x^2/2, k3 = e^x - 1 - x with
 x = log r = logp_other - logp_sampler, evaluated in float64 on the inputs exactly as the candidate
-received them), from KL(p || q) = sum p (log p - log q), and from PROBES P7's published values.
+received them), from KL(p || q) = sum p (log p - log q), and from the KL known answer's published values.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ TINY = 1e-300
 U64 = 2.0**-53
 KINDS = contract.convention("kl_estimate_kinds").allowed
 
-# PROBES P7: the sampler p and the other distribution q, with the published exact values.
-P7_P = np.array([0.2, 0.3, 0.5])
-P7_Q = np.array([0.4, 0.4, 0.2])
-P7_KL_PQ = 0.23321131  # KL(p || q) = E_p[k1] = E_p[k3]
-P7_KL_QP = 0.20907355  # KL(q || p): the arguments swapped
-P7_K2 = 0.27035662  # E_p[k2]: biased (exact 0.2703566239...; the float32 library probe printed 0.27035664)
-P7_PER_SAMPLE = {  # library-notes (verl, OpenRLHF probes)
+# The KL known answer: the sampler p and the other distribution q, with the published exact values.
+KL_KNOWN_P = np.array([0.2, 0.3, 0.5])
+KL_KNOWN_Q = np.array([0.4, 0.4, 0.2])
+KL_KNOWN_KL_PQ = 0.23321131  # KL(p || q) = E_p[k1] = E_p[k3]
+KL_KNOWN_KL_QP = 0.20907355  # KL(q || p): the arguments swapped
+KL_KNOWN_K2 = 0.27035662  # E_p[k2]: biased (exact 0.2703566239...; OpenRLHF's float32 estimate is 0.27035664)
+KL_KNOWN_PER_SAMPLE = {  # k1, k2, k3 per sample at the KL known answer
     "k1": [-0.693147, -0.287682, 0.916291],
     "k2": [0.240227, 0.04138, 0.419794],
     "k3": [0.306853, 0.045651, 0.316291],
@@ -158,7 +158,7 @@ def _diagnose_direction(value: float, tol: float, a, b) -> str:
     p, x = np.exp(a), b - a
     wrong = [
         (-kl_divergence(a, b), "the log ratio is taken the other way round (log p/q instead of log q/p)"),
-        (math.fsum(p * (np.expm1(-x) + x)), "k3 with the ratio inverted, p/q instead of q/p (bugs.md D1, ColossalAI #3696)"),
+        (math.fsum(p * (np.expm1(-x) + x)), "k3 with the ratio inverted, p/q instead of q/p (bug D1, ColossalAI #3696)"),
         (kl_divergence(b, a), "it estimates KL(other || sampler): the arguments are read in the other order"),
     ]
     for answer, cause in wrong:
@@ -189,7 +189,7 @@ def categorical_pairs(draw):
 
 
 def p7_logs():
-    return np.log(P7_P), np.log(P7_Q)
+    return np.log(KL_KNOWN_P), np.log(KL_KNOWN_Q)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,11 +198,11 @@ def p7_logs():
 
 def unbiased_check(ctx, kind: str):
     log_p, log_q = p7_logs()
-    mean, tol = check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] at PROBES P7 vs KL(p || q)")
-    assert_close(mean, P7_KL_PQ, tol + PUBLISHED_8, what=f"E_p[{kind}] at PROBES P7 vs the published 0.23321131")
-    estimates, call, a, b = check_per_sample(ctx, kind, log_p, log_q, what=" at PROBES P7")
-    assert_close(estimates, P7_PER_SAMPLE[kind], PUBLISHED_6 + per_sample_tolerance(kind, a, b, call.unit_roundoff),
-                 what=f"{kind} per sample at PROBES P7 vs the published values", call=call.code)
+    mean, tol = check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] at the KL known answer vs KL(p || q)")
+    assert_close(mean, KL_KNOWN_KL_PQ, tol + PUBLISHED_8, what=f"E_p[{kind}] at the KL known answer vs the published 0.23321131")
+    estimates, call, a, b = check_per_sample(ctx, kind, log_p, log_q, what=" at the KL known answer")
+    assert_close(estimates, KL_KNOWN_PER_SAMPLE[kind], PUBLISHED_6 + per_sample_tolerance(kind, a, b, call.unit_roundoff),
+                 what=f"{kind} per sample at the KL known answer vs the published values", call=call.code)
 
     def verify(pair):
         estimates, call, a, b = check_per_sample(ctx, kind, *pair)
@@ -221,33 +221,33 @@ def estimate_kinds(ctx, *needed: str) -> tuple[str, ...]:
 
 @check("KL-K1-UNBIASED")
 def k1_unbiased(ctx):
-    """k1 = logp_sampler - logp_other per sample; E_p[k1] = KL(p || q) exactly (P7: 0.2332113)."""
+    """k1 = logp_sampler - logp_other per sample; E_p[k1] = KL(p || q) exactly (0.2332113 at the KL known answer)."""
     estimate_kinds(ctx, "k1")
     unbiased_check(ctx, "k1")
 
 
 @check("KL-K3-UNBIASED")
 def k3_unbiased(ctx):
-    """k3 = r - 1 - log r per sample; E_p[k3] = KL(p || q) exactly (P7: 0.2332113)."""
+    """k3 = r - 1 - log r per sample; E_p[k3] = KL(p || q) exactly (0.2332113 at the KL known answer)."""
     estimate_kinds(ctx, "k3")
     unbiased_check(ctx, "k3")
 
 
 @check("KL-K2-SECOND-ORDER")
 def k2_second_order(ctx):
-    """k2 = (log r)^2 / 2 per sample; E_p[k2] = 0.2703566 at P7 (biased), = sum p x^2 / 2 on drawn pairs."""
+    """k2 = (log r)^2 / 2 per sample; E_p[k2] = 0.2703566 at the KL known answer (biased), = sum p x^2 / 2 on drawn pairs."""
     estimate_kinds(ctx, "k2")
     log_p, log_q = p7_logs()
-    estimates, call, a, b = check_per_sample(ctx, "k2", log_p, log_q, what=" at PROBES P7",
+    estimates, call, a, b = check_per_sample(ctx, "k2", log_p, log_q, what=" at the KL known answer",
                                              cause="k2 is not (log r)^2 / 2 (the factor 1/2 missing, or another estimator returned)")
-    assert_close(estimates, P7_PER_SAMPLE["k2"], PUBLISHED_6 + per_sample_tolerance("k2", a, b, call.unit_roundoff),
-                 what="k2 per sample at PROBES P7 vs the published values", call=call.code)
+    assert_close(estimates, KL_KNOWN_PER_SAMPLE["k2"], PUBLISHED_6 + per_sample_tolerance("k2", a, b, call.unit_roundoff),
+                 what="k2 per sample at the KL known answer vs the published values", call=call.code)
     mean = math.fsum(np.exp(a) * estimates)
     tol = expectation_tolerance("k2", a, b, estimates, call.unit_roundoff) + PUBLISHED_8
-    assert_close(mean, P7_K2, tol, what="E_p[k2] at PROBES P7 vs 0.27035664 (biased: KL(p || q) = 0.23321131)",
+    assert_close(mean, KL_KNOWN_K2, tol, what="E_p[k2] at the KL known answer vs 0.27035664 (biased: KL(p || q) = 0.23321131)",
                  call=call.code,
                  diagnose=lambda v: "E[k2] equals KL(p || q): another (unbiased) estimator is returned for kind 'k2'"
-                 if matches(v, P7_KL_PQ, tol) else "")
+                 if matches(v, KL_KNOWN_KL_PQ, tol) else "")
     # Near r = 1, where k2 agrees with KL to second order: log ratios of 1e-3 and below.
     check_per_sample(ctx, "k2", np.full(4, -1.5), -1.5 + np.array([1e-3, -1e-3, 2.0**-20, 0.0]), what=" near r = 1")
 
@@ -294,16 +294,16 @@ def k3_nonnegative(ctx):
 
 @check("KL-DIRECTION")
 def direction(ctx):
-    """E_p[k(p, q)] = KL(p || q) and, arguments swapped, E_q[k(q, p)] = KL(q || p) (P7: 0.2332 vs 0.2091)."""
+    """E_p[k(p, q)] = KL(p || q) and, arguments swapped, E_q[k(q, p)] = KL(q || p) (0.2332 vs 0.2091 at the KL known answer)."""
     kinds = estimate_kinds(ctx, "k1", "k3")
     log_p, log_q = p7_logs()
     for kind in kinds:
         forward, tol_f = check_expectation(ctx, kind, log_p, log_q, kl_divergence,
-                                           what=f"E_p[{kind}(sampler p, other q)] at PROBES P7 vs KL(p || q) = 0.2332113")
+                                           what=f"E_p[{kind}(sampler p, other q)] at the KL known answer vs KL(p || q) = 0.2332113")
         backward, tol_b = check_expectation(ctx, kind, log_q, log_p, kl_divergence,
-                                            what=f"E_q[{kind}(sampler q, other p)] at PROBES P7 vs KL(q || p) = 0.2090736")
-        assert_close([forward, backward], [P7_KL_PQ, P7_KL_QP], [tol_f + PUBLISHED_8, tol_b + PUBLISHED_8],
-                     what=f"E[{kind}] both ways at P7 vs the published 0.23321131 and 0.20907355")
+                                            what=f"E_q[{kind}(sampler q, other p)] at the KL known answer vs KL(q || p) = 0.2090736")
+        assert_close([forward, backward], [KL_KNOWN_KL_PQ, KL_KNOWN_KL_QP], [tol_f + PUBLISHED_8, tol_b + PUBLISHED_8],
+                     what=f"E[{kind}] both ways at the KL known answer vs the published 0.23321131 and 0.20907355")
 
     def verify(drawn):
         (log_p, log_q), kind = drawn

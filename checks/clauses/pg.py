@@ -98,8 +98,8 @@ def per_sample(ctx) -> str:
 #
 #     tol_j = 2 (4 u s sum_i (|r_i| + |b_i|) |J_ij|) + C u64 s sum_i (|r_i| + |b_i|) max_i |J_ij|.
 #
-# For the seed's softmax network (3 states, 4 actions, |x| <= 1, |b| <= 2) this is at most 6e-8
-# in float32 (u = 2^-24) and 4e-14 in float64: the seed's 1e-6 is met with room to spare, and in
+# For the four-action softmax network (3 states, 4 actions, |x| <= 1, |b| <= 2) this is at most 6e-8
+# in float32 (u = 2^-24) and 4e-14 in float64: the 1e-6 target is met with room to spare, and in
 # float64 the check is about eight orders of magnitude stricter (tests/test_pg.py pins both).
 
 FLOAT64_SIDE = 1024
@@ -190,7 +190,7 @@ def run_reinforce(ctx, logp, returns, baseline=None, *, pass_baseline=True):
 
 def _diagnose_weights(actual, weights, s, tol):
     if len(weights) > 1 and matches(actual, np.full_like(weights, -s * weights.mean()), tol) and not matches(actual, -s * weights, tol):
-        return "every log-probability gets the same weight, mean(returns - baseline): the mean-log-prob form (bugs.md A1, Gymnasium #1336)"
+        return "every log-probability gets the same weight, mean(returns - baseline): the mean-log-prob form (bug A1, Gymnasium #1336)"
     if matches(actual, s * weights, tol):
         return "the sign is flipped: minimising this loss descends J"
     if matches(actual, -s * weights * len(weights), tol) or matches(actual, -s * weights / len(weights), tol):
@@ -221,7 +221,7 @@ def reinforce_surrogate_gradient(ctx):
                              cause=f"gradient flows into `{name}`: the weights are not detached, so autograd differentiates "
                                    f"through them (a learned baseline would be pushed by the policy loss)")
 
-    # bugs.md A1: two steps, r = [1, 0], gamma = 1 -> reward-to-go weights [1, 0]; mean form gives [0.5, 0.5].
+    # bug A1: two steps, r = [1, 0], gamma = 1 -> reward-to-go weights [1, 0]; mean form gives [0.5, 0.5].
     verify([-0.5, -1.5], [1.0, 0.0], pass_baseline=False)
     verify([-0.5, -1.5], [1.0, 0.0], None)
     verify([-0.7, -0.2, -1.1, -2.0], [3.0, 1.0, -2.0, 0.5], [1.0, 2.0, -2.0, 0.25])
@@ -386,7 +386,7 @@ def expected_gradient(ctx, batch: Batch, returns, baseline=None):
     return chained(batch, g), tol, call, s
 
 
-SOFTMAX_SEED_CASE = SoftmaxCase(  # three states, four actions: the seed's "four actions of a small network"
+SOFTMAX_SEED_CASE = SoftmaxCase(  # three states, four actions: a small softmax network
     obs=np.array([[1.0, 0.5, -1.0], [0.0, -1.0, 0.25], [0.75, 0.25, 0.5]]),
     weight=np.array([[0.5, -0.25, 1.0, 0.0], [-0.5, 0.75, 0.25, 0.5], [0.25, 0.5, -0.75, 1.0]]),
     bias=np.array([0.1, -0.2, 0.3, 0.0]),
@@ -443,7 +443,7 @@ def score_zero_mean(ctx):
                      what=f"sum_a pi(a|s) b(s) d loss / d theta over {label} (must be 0: the score has zero mean)",
                      call=call.code)
 
-    verify(softmax_batch(SOFTMAX_SEED_CASE), "the seed's softmax network (3 states x 4 actions)")
+    verify(softmax_batch(SOFTMAX_SEED_CASE), "the four-action softmax network (3 states x 4 actions)")
     verify(gaussian_batch(GAUSSIAN_SEED_CASE), "a diagonal Gaussian policy's Gauss-Hermite nodes (2 states x 9)")
     ctx.property(policy_cases(), lambda b: verify(b, _describe(b)), label="drawn")
 
@@ -463,7 +463,7 @@ def baseline_no_bias(ctx):
         assert_close(without, exact, tol_exact, what=f"expected gradient over {label} vs -grad_theta E[Q]{per_sample(ctx).replace('T', 'B')} (the exact policy gradient)" + conventions_note(ctx),
                      call=call.code, cause="the loss's gradient is not the REINFORCE estimator (see PG-REINFORCE-SURROGATE-GRADIENT)")
 
-    verify(softmax_batch(SOFTMAX_SEED_CASE), "the seed's softmax network (3 states x 4 actions)")
+    verify(softmax_batch(SOFTMAX_SEED_CASE), "the four-action softmax network (3 states x 4 actions)")
     verify(gaussian_batch(GAUSSIAN_SEED_CASE), "a diagonal Gaussian policy's Gauss-Hermite nodes (2 states x 9)")
     ctx.property(policy_cases(), lambda b: verify(b, _describe(b)), label="drawn")
 
@@ -500,7 +500,7 @@ def transitions(logp, values, next_values, rewards, terminated, gamma) -> Transi
     return Transitions(f(logp), f(values), f(next_values), f(rewards), np.asarray(terminated, dtype=bool), float(gamma))
 
 
-# bugs.md A3: one transition, r = 1, V(s) = 0, V(s') = 0.5, gamma = 1, log pi = -0.7: delta = 1.5.
+# bug A3: one transition, r = 1, V(s) = 0, V(s') = 0.5, gamma = 1, log pi = -0.7: delta = 1.5.
 A3_CASE = transitions([-0.7], [0.0], [0.5], [1.0], [False], 1.0)
 # two steps, the second terminal: delta = [1 + 0.5 * 2 - 0.5, -1 - 1] = [1.5, -2.0] (next_values[1] ignored)
 TERMINAL_CASE = transitions([-0.3, -1.0], [0.5, 1.0], [2.0, 4.0], [1.0, -1.0], [False, True], 0.5)
@@ -567,7 +567,7 @@ def td_error(ctx):
 
 @dataclass(frozen=True)
 class LinearCritic:
-    """``V(s) = phi(s) . w + c``, the same critic for s_t and s_{t+1}: the seed's bias-gradient check."""
+    """``V(s) = phi(s) . w + c``, the same critic for s_t and s_{t+1}: the critic's bias-gradient check."""
 
     phi: np.ndarray  # (T, K) features of s_t
     phi_next: np.ndarray  # (T, K) features of s_{t+1}
@@ -619,7 +619,7 @@ def critic_semi_gradient(ctx):
                      cause="the critic loss depends on the log-probabilities")
         bias = critic.bias_gradient(grads["values"], grads["next_values"])
         assert_close(bias, -2 * f * s * float(np.sum(delta)), float(np.sum(tol)),
-                     what=f"d critic_loss / d c for the critic V(s) = w . phi(s) + c vs -2 x {f:g} x {reduced(ctx)} delta_t (the seed's check)",
+                     what=f"d critic_loss / d c for the critic V(s) = w . phi(s) + c vs -2 x {f:g} x {reduced(ctx)} delta_t (the critic's bias gradient)",
                      call=call.code)
 
     verify(*A3_CRITIC)  # d/dV' = 0 (a full gradient gives 2 delta = 3)

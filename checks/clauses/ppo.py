@@ -1,7 +1,7 @@
 """Checks for the PPO chapter (``spec/clauses/30_ppo.toml``).
 
-Every check starts from fixed known-answer inputs (the same on every seed: seed 000's gradient
-table, PROBES P5/P6/P8/P10, bugs.md's smallest inputs), then searches drawn inputs. Expected
+Every check starts from fixed known-answer inputs (the same on every seed: the clip gradient
+table, the log-space ratio, normalisation and value-loss known answers, the bug catalogue's smallest inputs), then searches drawn inputs. Expected
 numbers come from the formulas (evaluated in float64 on the exact inputs the candidate received),
 from exact values, or from the candidate itself (its own parameters after each optimizer step).
 
@@ -15,7 +15,7 @@ built so that every property is observable from outside:
 * ``policy``: a torch module (:class:`rlspec.reference.ppo.LinearActorCritic`) on one-hot
   observations, one state per sample, so each sample's log-probability depends on its own
   parameters only, bit for bit, whatever minibatch it is evaluated in. ``policy(obs) -> (dist,
-  values)`` (CleanRL / seed 001 style) and ``policy.evaluate_actions(obs, actions) -> (values,
+  values)`` (CleanRL style) and ``policy.evaluate_actions(obs, actions) -> (values,
   log_prob, entropy)`` (SB3's method and order).
 * ``optimizer``: plain SGD over ``policy.parameters()`` (:class:`RecordingSGD`: ``param_groups``,
   ``zero_grad()``, ``step()`` like a ``torch.optim`` optimizer) that records the gradient it receives
@@ -85,14 +85,14 @@ def conventions(ctx) -> Conventions:
 def clip_conventions(ctx) -> ClipRange:
     """The conventions of the clipped loss. A declared dual clip c <= 1 is a defect, not a choice:
     c A lies above the clipped objective for every A < 0, so every negative-advantage sample
-    would be constant (bugs.md C5)."""
+    would be constant (bug C5)."""
     conv = ClipRange(ctx.convention("dual_clip"), ctx.convention("clip_eps_high"))
     if conv.dual_clip is not None and conv.dual_clip <= 1.0:
         raise ClauseFailure(
             f"the candidate declares dual_clip = {conv.dual_clip}, but a dual-clip constant must exceed 1",
             call=f"RLSPEC_CONVENTIONS = {{'dual_clip': {conv.dual_clip!r}}}",
             cause="with c <= 1 the floor c A is above min(r A, clip(r) A) for every A < 0: every negative-advantage "
-            "sample becomes a constant with zero gradient (bugs.md C5)",
+            "sample becomes a constant with zero gradient (bug C5)",
         )
     return conv
 
@@ -136,14 +136,14 @@ def check_clip_values(ctx, logp_new, logp_old, advantages, clip_eps, *, what="lo
 
 
 # The known answers (spec/contract/30_ppo.toml).
-TABLE = contract.known_answer("ppo.clip-gradient-table")  # seed 000 §2.7, eps = 0.2
+TABLE = contract.known_answer("ppo.clip-gradient-table")  # Schulman et al. 2017 §3, Figure 1; eps = 0.2
 # (A, r, d loss / d logp_new) for each row alone
 GRADIENT_TABLE = list(zip(TABLE.inputs["advantages"], TABLE.derived["ratio"], TABLE.derived["d loss / d logp_new, each row alone"]))
 LOG_SPACE = contract.known_answer("ppo.log-space-ratio")
 FIRST_STEP = contract.known_answer("ppo.first-step")
 VALUE = contract.known_answer("ppo.value-loss")
 VALUE_CLIPPED = [contract.known_answer(f"ppo.value-loss-clipped-{name}") for name in ("c9", "c10", "max")]
-NORMALISATION = contract.known_answer("ppo.normalisation-p8")
+NORMALISATION = contract.known_answer("ppo.normalisation")
 ENTROPY = contract.known_answer("ppo.entropy-bonus-c11")
 
 
@@ -153,7 +153,7 @@ ENTROPY = contract.known_answer("ppo.entropy-bonus-c11")
 
 @check("PPO-RATIO-LOG-SPACE")
 def ratio_log_space(ctx):
-    """P6: logp_new = -1000, logp_old = -1000.1 gives a finite loss and gradient equal to r = exp(0.1)'s."""
+    """The log-space known answer: logp_new = -1000, logp_old = -1000.1 gives a finite loss and gradient equal to r = exp(0.1)'s."""
     conv = clip_conventions(ctx)
 
     def verify(logp_new, logp_old, advantages, clip_eps):
@@ -192,7 +192,7 @@ def first_step_vanilla_gradient(ctx):
                      what="d loss / d logp_new at r = 1 vs the vanilla policy gradient -A / B", call=call.code,
                      cause="the advantages are changed inside the loss, or the ratio is inverted")
 
-    x = FIRST_STEP.inputs  # bugs.md C2: mixing raw and normalised advantages gives [-0.707, +10]
+    x = FIRST_STEP.inputs  # bug C2: mixing raw and normalised advantages gives [-0.707, +10]
     verify(x["logp_new"], x["advantages"], x["clip_eps"])
     verify([-1.0], [2.0], 0.2)
     verify([-1000.0, -3.0, -0.1, -7.5], [1.0, 2.0, 3.0, -4.0], 0.1)
@@ -217,9 +217,9 @@ def clip_loss_value(ctx):
 
 @check("PPO-CLIP-GRADIENT-TABLE")
 def clip_gradient_table(ctx):
-    """P5: the six rows one sample at a time and as one batch, then drawn batches (subgradients at kinks)."""
+    """The clip gradient table: the six rows one sample at a time and as one batch, then drawn batches (subgradients at kinks)."""
     conv = clip_conventions(ctx)
-    # The seed's numbers hold literally unless a declared convention moves a row's region: an upper
+    # The table's numbers hold literally unless a declared convention moves a row's region: an upper
     # bound 1 + eps_high >= 1.5, or a dual clip c <= 1.5.
     literal = (conv.clip_eps_high is None or conv.clip_eps_high < 0.5) and (conv.dual_clip is None or conv.dual_clip > 1.5)
     rows, eps = TABLE.inputs, TABLE.inputs["clip_eps"]
@@ -227,7 +227,7 @@ def clip_gradient_table(ctx):
         _, grad, call, x = check_clip_values(ctx, [rows["logp_new"][i]], [rows["logp_old"][i]], [A], eps, what=f"A = {A}, r = {r}", conv=conv)
         if literal:  # r A of the exact r: the candidate's r = exp(rounded log r) is within the gradient bound twice over
             tol = 2 * clip_gradient_tolerance(x["logp_new"], x["logp_old"], x["advantages"], call.unit_roundoff)
-            assert_close(grad, [expected], tol, what=f"d loss / d logp_new at A = {A}, r = {r} (seed 000 table)", call=call.code)
+            assert_close(grad, [expected], tol, what=f"d loss / d logp_new at A = {A}, r = {r} (clip gradient table)", call=call.code)
     check_clip_values(ctx, [x - 0.25 for x in rows["logp_new"]], [x - 0.25 for x in rows["logp_old"]], rows["advantages"], eps,
                       what="the six rows as one batch",
                       conv=conv)
@@ -415,7 +415,7 @@ def value_loss(ctx):
 
 @check("PPO-VALUE-LOSS-CLIPPED")
 def value_loss_clipped(ctx):
-    """The max of the unclipped and clipped squared errors (P10; bugs.md C9, C10)."""
+    """The max of the unclipped and clipped squared errors (bugs C9, C10)."""
     cause = "clipped against the current values, min instead of max, the clipped error alone, or the squared error clamped"
     labels = ["C9: stored V_old = {o:g}, V = {v:g}, R = {r:g}, eps {e:g} ({loss:g}, gradient {g:g})",
               "C10: V = V_old = {v:g}, R = {r:g}, eps {e:g} (gradient {g:g})",
@@ -504,11 +504,11 @@ def check_normalisation(ctx, advantages, what):
 
 @check("PPO-ADVANTAGE-NORMALISATION")
 def advantage_normalisation(ctx):
-    """P8: the declared ddof / eps form exactly; [1, 2, 3, 4] and [10, -10], then drawn batches."""
+    """The declared ddof / eps form exactly; [1, 2, 3, 4] and [10, -10], then drawn batches."""
     A = NORMALISATION.inputs["advantages"]
     check_normalisation(ctx, A, f"[{', '.join(f'{a:g}' for a in A)}]")
     check_normalisation(ctx, [10.0, -10.0], "[10, -10]")
-    check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bugs.md G15: the mean added back gives [1.293, 2.707]
+    check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bug G15a: the mean added back gives [1.293, 2.707]
     ctx.property(draws.advantage_batches(), lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", tier="autograd")
 
 
@@ -557,7 +557,7 @@ def entropy_bonus_sign(ctx):
         assert_close(grad, np.full(B, -coef / B), 8 * u * coef / B + 8 * eta + TINY, what="d entropy loss / d entropy vs -coef / B",
                      call=call.code, cause=cause)
 
-    verify(ENTROPY.inputs["entropy"], ENTROPY.inputs["coef"])  # bugs.md C11: log pi(a) = -1, estimate H = 1
+    verify(ENTROPY.inputs["entropy"], ENTROPY.inputs["coef"])  # bug C11: log pi(a) = -1, estimate H = 1
     verify([0.5, 1.5, 2.0], 0.01)
     verify([-0.3, 1.2], 0.5)  # a Gaussian's differential entropy can be negative
     ctx.property(draws.entropy_batches(), lambda d: verify(*d), label="drawn",

@@ -1,7 +1,7 @@
 """Checks for the token-level RLHF chapter (``spec/clauses/80_rlhf.toml``).
 
-Inputs are (B, L) rows: ``mask`` True on a row's real tokens. Every check starts from the research
-notes' known answers (the same on every seed), then searches drawn rows. Expected numbers come
+Inputs are (B, L) rows: ``mask`` True on a row's real tokens. Every check starts from known
+answers measured on verl and OpenRLHF (the same on every seed), then searches drawn rows. Expected numbers come
 from the formulas in float64 on the exact inputs the candidate received: for ``token_gae`` the
 time-major reference GAE (:func:`rlspec.reference.gae.gae`) run on each row's real tokens alone
 (the row compacted, its last real token terminal), which is an independent formulation of the
@@ -105,7 +105,7 @@ def _wrong_gae(case: GaeCase) -> list[tuple[np.ndarray, str]]:
         (zeroed, "masked positions are zeroed (r = V = 0) instead of skipped: each is a discount step with V = 0 "
                  "(OpenRLHF's get_advantages_and_returns multiplies values and rewards by the mask)"),
         (uniform, "the mask is ignored inside the recursion: masked tokens are steps and their rewards and values "
-                  "enter the real tokens' advantages (bugs.md G1, G2)"),
+                  "enter the real tokens' advantages (bugs G1, G2)"),
         (whitened, "the advantages are whitened inside the function (verl's compute_gae_advantage_return returns "
                    "masked_whiten(A)); token_gae returns raw advantages"),
         (flat, "the rows are run as one flattened sequence: the trace runs from one row into the next"),
@@ -146,8 +146,8 @@ def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: b
 
 # The known answers (spec/contract/80_rlhf.toml); NaN marks an output at a masked position.
 REFERENCE_ROW = contract.known_answer("rlhf.gae-reference-row")
-P1_ROWS = contract.known_answer("rlhf.gae-p1-rows")
-P1_PADDED = contract.known_answer("rlhf.gae-p1-rows-right-padded")
+GAE_KNOWN_ROWS = contract.known_answer("rlhf.gae-known-rows")
+GAE_KNOWN_ROWS_PADDED = contract.known_answer("rlhf.gae-known-rows-right-padded")
 HOLE = contract.known_answer("rlhf.gae-interior-hole")  # OpenRLHF: 0.533203125
 G1, G1_PADDED = contract.known_answer("rlhf.gae-g1"), contract.known_answer("rlhf.gae-g1-right-padded")
 HOLE_CASE = gae_case(**HOLE.inputs)
@@ -155,7 +155,7 @@ HOLE_CASE = gae_case(**HOLE.inputs)
 
 @check("RLHF-GAE-KNOWN-ANSWER")
 def gae_known_answer(ctx):
-    """The reference 3-token row [1.03125, 1.125, 1.5]; P1 as two rows; both right-padded with garbage."""
+    """The reference 3-token row [1.03125, 1.125, 1.5]; the GAE known answer as two rows; both right-padded with garbage."""
     cause = "the advantages are whitened inside the function, or the last real token bootstraps"
     case = gae_case(**REFERENCE_ROW.inputs)
     advantages, returns, call, case = call_token_gae(ctx, case)
@@ -165,17 +165,17 @@ def gae_known_answer(ctx):
     assert_close(returns[0], REFERENCE_ROW.outputs["returns"][0], 2 * tol[0] + 4 * call.unit_roundoff,
                  what="reference 3-token row: returns", call=call.code, cause=cause)
 
-    p1 = gae_case(**P1_ROWS.inputs)
+    p1 = gae_case(**GAE_KNOWN_ROWS.inputs)
     advantages, _, call, p1 = call_token_gae(ctx, p1)
     _, tol = compacted_gae(p1, call.unit_roundoff)
-    assert_close(advantages, P1_ROWS.outputs["advantages"], tol, what="PROBES P1 as two rows", call=call.code, cause=cause,
+    assert_close(advantages, GAE_KNOWN_ROWS.outputs["advantages"], tol, what="the GAE known answer as two rows", call=call.code, cause=cause,
                  diagnose=_diagnose_gae(p1, p1.mask))
 
-    padded = gae_case(**P1_PADDED.inputs)
+    padded = gae_case(**GAE_KNOWN_ROWS_PADDED.inputs)
     advantages, _, call, padded = call_token_gae(ctx, padded)
     _, tol = compacted_gae(padded, call.unit_roundoff)
-    expected = np.asarray(P1_PADDED.outputs["advantages"])[padded.mask]
-    assert_close(advantages[padded.mask], expected, tol[padded.mask], what="PROBES P1 as two rows, right-padded with garbage",
+    expected = np.asarray(GAE_KNOWN_ROWS_PADDED.outputs["advantages"])[padded.mask]
+    assert_close(advantages[padded.mask], expected, tol[padded.mask], what="the GAE known answer as two rows, right-padded with garbage",
                  call=call.code, cause=cause, diagnose=_diagnose_gae(padded, padded.mask))
 
 
@@ -183,7 +183,7 @@ def gae_known_answer(ctx):
 def gae_row_equals_gae(ctx):
     """Each row equals the time-major reference GAE on its real tokens, last one terminal (edge padding)."""
     cause = "raw advantages of one episode per row expected: whitened, flattened across rows, or bootstrapped at the end"
-    verify_gae(ctx, gae_case(**P1_ROWS.inputs), what="P1 as two rows", cause=cause)
+    verify_gae(ctx, gae_case(**GAE_KNOWN_ROWS.inputs), what="the GAE known answer as two rows", cause=cause)
     verify_gae(ctx, gae_case([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], [[0.3, -0.2, 1.0], [0.0, 0.5, 0.0]], [[1, 1, 1], [1, 1, 1]], 1.0, 0.95),
                what="two full rows, gamma 1, lambda 0.95", cause=cause)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
@@ -207,7 +207,7 @@ def gae_padding_invariant(ctx):
             verify_gae(ctx, gae_case([rewards], [values], [mask], case.gamma, case.lam), what=f"{label} row", cause=cause)
 
     verify(gae_case(**REFERENCE_ROW.inputs))
-    verify(gae_case(**G1.inputs))  # bugs.md G1 (ROLL): [0.95, 1.0]
+    verify(gae_case(**G1.inputs))  # bug G1 (ROLL): [0.95, 1.0]
     ctx.property(draws.padded_rows(dtype=ctx.dtype),
                  lambda d: verify(d[0], (d[1], d[2])), label="drawn", tier="autograd")
 
@@ -219,7 +219,7 @@ def gae_interior_mask_skipped(ctx):
     verify_gae(ctx, HOLE_CASE, what="reference 3-token row with a 2-token hole (OpenRLHF gives 0.533203125)", cause=cause)
     verify_gae(ctx, gae_case([[0.0, 3.0, -2.0, 1.0], [1.0, 1.0, 2.0, 0.0]], [[0.0, 9.0, 4.0, 0.0], [0.5, 0.5, 0.5, 1e6]],
                              [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
-               what="bugs.md G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
+               what="bug G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -234,7 +234,7 @@ def gae_masked_garbage_ignored(ctx):
         a0, r0, call0, clean = verify_gae(ctx, clean, what="zeros at padded positions", cause=cause)
         a1, r1, call1, case = verify_gae(ctx, case, what="garbage at padded positions", cause=cause)
 
-    verify(gae_case(**G1_PADDED.inputs))  # bugs.md G1 (ROLL): [5.70, 6.00] when leaked
+    verify(gae_case(**G1_PADDED.inputs))  # bug G1 (ROLL): [5.70, 6.00] when leaked
     verify(gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
                     [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5))
     ctx.property(draws.gae_cases(dtype=ctx.dtype), verify, label="drawn", tier="autograd")
@@ -254,7 +254,7 @@ def gae_rows_independent(ctx):
             assert_close(*at_real(together[b], alone[0], tol, real), what=f"row {b} in the batch vs row {b} alone", call=call.code,
                          cause="the rows are flattened into one sequence, or a batch statistic (whitening) enters")
 
-    verify(gae_case(**P1_ROWS.inputs))  # flattened: [1.0078125, 1.03125, ...]
+    verify(gae_case(**GAE_KNOWN_ROWS.inputs))  # flattened: [1.0078125, 1.03125, ...]
     ctx.property(draws.gae_cases(dtype=ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
                  tier="autograd")
 
@@ -270,7 +270,7 @@ def gae_returns_identity(ctx):
         assert_close(*at_real(returns, advantages + case.values, tol, real), what="returns vs advantages + values", call=call.code,
                      cause="returns are computed from the raw advantages while the advantages returned are whitened")
 
-    verify(gae_case(**P1_ROWS.inputs))
+    verify(gae_case(**GAE_KNOWN_ROWS.inputs))
     verify(HOLE_CASE)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), verify, label="drawn", tier="autograd")
 
@@ -355,7 +355,7 @@ def rewards_score_on_last_real_token(ctx):
     verify_rewards(ctx, [1.0, 2.0, 3.0, 4.0], np.zeros((4, 5)), mask, 0.1,
                    what="EOS-terminated, length-truncated, left-padded and interior-masked rows (kl 0)", cause=cause)
     x = REWARDS_G4.inputs
-    verify_rewards(ctx, x["scores"], x["kl"], x["mask"], x["kl_coef"], what="bugs.md G4: [t0, t1, EOS, PAD]", cause=cause)
+    verify_rewards(ctx, x["scores"], x["kl"], x["mask"], x["kl_coef"], what="bug G4: [t0, t1, EOS, PAD]", cause=cause)
     ctx.property(draws.reward_cases(dtype=ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -445,7 +445,7 @@ def verify_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None,
     return loss, grad, call, args
 
 
-# The worked example (research notes §2.2, verl's agg_loss probe): spec/contract/80_rlhf.toml, one known
+# The worked example (verl 0.9.1 agg_loss gives the same): spec/contract/80_rlhf.toml, one known
 # answer per mode, and the same padded to width 6.
 _WORKED = [contract.known_answer(f"rlhf.aggregation-worked-{mode}") for mode in MODES]
 WORKED_LOSSES, WORKED_MASK = _WORKED[0].arrays()["per_token_loss"], _WORKED[0].arrays()["mask"]
@@ -511,7 +511,7 @@ def aggregation_microbatch_invariant(ctx):
         assert_close(np.concatenate(grads), full_grad, 2 * u * 12 / N + TINY, what="accumulated gradients vs the full batch's",
                      call=call.code, cause=cause)
 
-    # bugs.md G12: micro-batch 1 one token with loss 4, micro-batch 2 three tokens with loss 0: full mean 1.
+    # bug G12: micro-batch 1 one token with loss 4, micro-batch 2 three tokens with loss 0: full mean 1.
     verify(G12.arrays()["per_token_loss"], G12.arrays()["mask"], (1,))
     ctx.property(draws.microbatch_cases(dtype=ctx.dtype), lambda d: verify(*d), label="drawn", tier="autograd")
 
@@ -551,10 +551,10 @@ def aggregation_length_bias(ctx):
         weights = answer.value("d loss / d per_token_loss at each row's real tokens")
         if mode not in modes:
             continue
-        _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bugs.md G10", cause=cause)
+        _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bug G10", cause=cause)
         if mode != "seq-mean-token-mean" or not ctx.convention("seq_mean_token_mean_eps"):
             expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
-            assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bugs.md G10 weights ({mode})",
+            assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bug G10 weights ({mode})",
                          call=call.code, cause=cause)
     ctx.property(draws.unequal_rows(dtype=ctx.dtype), lambda d: verify_aggregate(ctx, *d, "seq-mean-token-mean", what="drawn rows of different lengths", cause=cause),
                  label="drawn", tier="autograd")
@@ -639,9 +639,9 @@ def _wrong_ppo(args):
     r = np.exp(x)
     plain = np.minimum(r * A, np.clip(r, lo, hi) * A)
     if c is not None:
-        options.append((-float(np.sum(np.maximum(plain, c * A))), "the dual clip is applied to positive advantages too (bugs.md C4)"))
-        options.append((-float(np.sum(plain)), "the dual clip is ignored (bugs.md C6)"))
-    options.append((-float(np.sum(np.clip(r, lo, hi) * A)), "the clipped term is used without the min (bugs.md C3)"))
+        options.append((-float(np.sum(np.maximum(plain, c * A))), "the dual clip is applied to positive advantages too (bug C4)"))
+        options.append((-float(np.sum(plain)), "the dual clip is ignored (bug C6)"))
+    options.append((-float(np.sum(np.clip(r, lo, hi) * A)), "the clipped term is used without the min (bug C3)"))
     options.append((-float(np.sum(np.minimum(r * A, np.clip(r, lo, 1 + args["clip_low"]) * A))), "clip_high is ignored: the upper bound is 1 + clip_low"))
     return options
 
@@ -681,7 +681,7 @@ def token_table(answer_id: str):
     return [row for rows in zip(*columns) for row in zip(*rows)]
 
 
-TOKEN_TABLE = token_table("rlhf.token-gradient-table")  # seed 000 §2.7, clip 0.2
+TOKEN_TABLE = token_table("rlhf.token-gradient-table")  # the clip gradient table per token, clip 0.2
 ASYMMETRIC_TABLE = token_table("rlhf.asymmetric-clip")  # clip_low 0.2, clip_high 0.28
 DUAL_TABLE, NO_DUAL_TABLE = token_table("rlhf.dual-clip"), token_table("rlhf.no-dual-clip")  # c = 3
 UNCLAMPED = token_table("rlhf.unclamped-log-ratio")
@@ -699,7 +699,7 @@ def exact_token(ctx, A, r, loss_value, grad_value, clip_low=0.2, clip_high=0.2, 
 
 @check("RLHF-PPO-TOKEN-GRADIENT-TABLE")
 def ppo_token_gradient_table(ctx):
-    """P5 one token at a time and as one (2, 3) batch (each token's gradient its own), then drawn batches."""
+    """The clip gradient table one token at a time and as one (2, 3) batch (each token's gradient its own), then drawn batches."""
     cause = "the clip is applied without the min, or the loss is averaged over tokens instead of summed"
     for A, r, value, gradient in TOKEN_TABLE:
         exact_token(ctx, A, r, value, gradient, what=f"A = {A}, r = {r}")
@@ -709,7 +709,7 @@ def ppo_token_gradient_table(ctx):
                                      cause=cause)
     expected = np.array([[g for *_, g in TOKEN_TABLE[:3]], [g for *_, g in TOKEN_TABLE[3:]]])
     if ctx.convention("log_ratio_clamp") is None or ctx.convention("log_ratio_clamp") > 1.0:
-        assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (seed 000 table)",
+        assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (clip gradient table)",
                      call=call.code, cause=cause)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
                  tier="autograd")
@@ -749,7 +749,7 @@ def ppo_masked_tokens(ctx):
 
 @check("RLHF-PPO-RATIO-LOG-SPACE")
 def ppo_ratio_log_space(ctx):
-    """P6: log-probs -1000 and -1000.1: finite loss and gradient equal to r = exp(0.1)'s."""
+    """The log-space known answer: log-probs -1000 and -1000.1: finite loss and gradient equal to r = exp(0.1)'s."""
     cause = "the ratio is a quotient of probabilities: both underflow to 0 and 0/0 is NaN"
 
     def verify(*case):

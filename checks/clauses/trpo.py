@@ -365,7 +365,7 @@ def fvp_equals_fisher(ctx):
         def diagnose(actual):
             if matches(actual, damp * v, tol):
                 return ("the product is damping * v alone: the KL was built as KL(pi_theta || pi_theta) with neither side "
-                        "detached, which is identically 0, so its Hessian is 0 (research bugs.md E4)")
+                        "detached, which is identically 0, so its Hessian is 0 (bug E4)")
             if policy.batch > 1 and matches(actual, policy.batch * F @ v + damp * v, policy.batch * tol):
                 return f"the product is {policy.batch} x F v: the KL is summed over the batch instead of averaged"
             if damp == 0 and np.any(v) and matches(actual - F @ v, (actual - F @ v)[np.argmax(np.abs(v))] / v[np.argmax(np.abs(v))] * v, tol):
@@ -406,7 +406,7 @@ def run_natural_step(ctx, F, g, max_kl):
     return call.outputs[0], g, call
 
 
-# E4's smallest input (research bugs.md): F = diag(1, 100), g = (1, 1), max_kl = 0.01. The natural step
+# E4's smallest input: F = diag(1, 100), g = (1, 1), max_kl = 0.01. The natural step
 # is (0.1407, 0.0014); a plain-gradient step scaled to the budget is (0.0199, 0.0199) (undamped).
 STEP_KNOWN = [
     (np.diag([1.0, 100.0]), np.array([1.0, 1.0]), 0.01),
@@ -680,12 +680,12 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
             last = beta ** (scenario.max_backtracks - 1)
             if abs(t - last) <= 1e-9 * max(1.0, last):
                 return ("no trial qualified, yet the last rejected trial was returned instead of x0: the old parameters "
-                        "are not restored when the line search fails (research bugs.md E1)")
+                        "are not restored when the line search fails (bug E1)")
             if abs(t - 1.0) <= 1e-9:
-                return "the full step was returned although it fails the test: there is no working line search (bugs.md E2)"
+                return "the full step was returned although it fails the test: there is no working line search (bug E2)"
         if t > 0 and scenario.K(t) > scenario.max_kl:
             return (f"the returned trial has kl = {scenario.K(t):.6g} > max_kl = {scenario.max_kl:g}: the KL constraint is not "
-                    "checked (research bugs.md E3)")
+                    "checked (bug E3)")
         if t > 0 and scenario.S(t) <= scenario.S(0.0):
             return "the returned trial does not improve the surrogate: only the KL is tested"
         for other in (0.8, 0.5, 0.7, 0.9):
@@ -712,7 +712,7 @@ LINE_SEARCH_KNOWN = [
 ]
 
 LINE_SEARCH_FAILURES = [
-    # bugs.md E1's smallest input: one trial and a budget no step meets -> x0.
+    # bug E1's smallest input: one trial and a budget no step meets -> x0.
     Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=1.0, d=0.0, max_kl=1e-12, max_backtracks=1),
     # The surrogate never improves.
     Scenario([1.0, 0.0], [-0.5, 2.0], a=-1.0, b=0.0, c=0.0, d=0.0, max_kl=0.01, max_backtracks=5),
@@ -961,22 +961,22 @@ def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False)
             if matches(actual, problem.theta0 + last * oracle.step, oracle.tolerance(last, problem.max_backtracks - 1)):
                 if reverse:
                     return (f"the result is the rejected trial t = {last:g}: a line search that tests KL(new || old) accepts it "
-                            "(sb3-contrib), or one that does not restore theta0 when every trial fails keeps it (bugs.md E1)")
-                return "no trial qualified, yet the last rejected trial was kept: theta0 is not restored (research bugs.md E1)"
+                            "(sb3-contrib), or one that does not restore theta0 when every trial fails keeps it (bug E1)")
+                return "no trial qualified, yet the last rejected trial was kept: theta0 is not restored (bug E1)"
         full = t != 1.0 and matches(actual, problem.theta0 + oracle.step, oracle.tolerance(1.0, 0))
         if full and reverse:
-            return ("the full step was taken although KL(old || new) rejects it: no working line search (bugs.md E2), or a "
+            return ("the full step was taken although KL(old || new) rejects it: no working line search (bug E2), or a "
                     "line search that tests KL(new || old), which accepts it here (sb3-contrib)")
         if reverse:
             return ("the result is the trial a KL(new || old) test accepts: the line search measures the KL in the reverse "
                     "direction (sb3-contrib's kl_divergence(new, old)); the TRPO constraint is KL(old || new)")
         if full:
-            return "the full step was taken although it fails the test: no working line search (bugs.md E2)"
+            return "the full step was taken although it fails the test: no working line search (bug E2)"
         if np.any(moved) and np.linalg.norm(oracle.g) > 0:
             cos = moved @ oracle.g / (np.linalg.norm(moved) * np.linalg.norm(oracle.g))
             if cos > 1 - 1e-9:
                 return ("the update follows the plain gradient: the Fisher-vector product is (close to) a multiple of v, as "
-                        "when the KL is built from the current policy on both sides (research bugs.md E4)")
+                        "when the KL is built from the current policy on both sides (bug E4)")
         return ""
 
     what = (f"trpo_update result vs theta0 + {t:g} Delta* ({'no trial qualifies: theta0' if t_expected is None else f'first k = {k}'}; "
@@ -1043,7 +1043,7 @@ UPDATE_KNOWN = [
                   [1.0, -0.5, 0.75], max_kl=0.01),
     UpdateProblem(Policy("gaussian", [[1.0], [0.5], [-1.0]], 2), [0.2, -0.3, 0.0, -0.5],
                   [[0.5, -1.0], [1.5, 0.25], [-0.5, 0.5]], [1.0, -1.0, 0.5], max_kl=0.01),
-    # bugs.md E1 in a complete update: one trial, and its KL(old||new) = 2.47 exceeds max_kl = 2 -> theta0.
+    # bug E1 in a complete update: one trial, and its KL(old||new) = 2.47 exceeds max_kl = 2 -> theta0.
     UpdateProblem(Policy("categorical", ONE_STATE, 3), [-0.25, 1.25], [0, 1, 2], [0.0, -0.25, 0.5], max_kl=2.0,
                   max_backtracks=1),
 ]

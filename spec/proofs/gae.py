@@ -1,4 +1,5 @@
-"""Proofs for the GAE chapter (seed 000 §2.5, seed 001 "Actor Critic and GAE").
+"""Proofs for the GAE chapter (Schulman et al. 2016, arXiv:1506.02438 §3; the finite-horizon form of
+Schulman et al. 2017, arXiv:1707.06347 §5).
 
 Notation: ``delta_l = r_l + gamma V_{l+1} - V_l`` along one segment starting at t = 0; ``K`` is the
 number of steps left in the segment. Explicit identities are checked for K = 1..HORIZON; the
@@ -65,7 +66,7 @@ def n_step_telescoping(n_step=n_step_advantage_from_returns) -> ProofResult:
 
 
 def mixture_weight(n_, lam_):
-    """Seed 000's weight on the n-step advantage: ``(1 - lambda) lambda^(n-1)``."""
+    """GAE's weight on the n-step advantage: ``(1 - lambda) lambda^(n-1)`` (Schulman et al. 2016 §3)."""
     return (1 - lam_) * lam_ ** (n_ - 1)
 
 
@@ -93,7 +94,7 @@ def geometric_collapse(weight=mixture_weight) -> ProofResult:
 @proof(
     "gae.finite_horizon_correction",
     statement="""On a segment of K steps the truncated mixture (1 - lambda) sum_{n=1}^{K} lambda^(n-1) A^(n)
-    equals sum_{l<K} (gamma lambda)^l delta_l - lambda^K sum_{l<K} gamma^l delta_l (seed 001's
+    equals sum_{l<K} (gamma lambda)^l delta_l - lambda^K sum_{l<K} gamma^l delta_l (the
     finite-horizon correction), so GAE is the mixture with weights (1 - lambda) lambda^(n-1) for n < K
     and lambda^(K-1) on A^(K).""",
     assumptions="None (polynomial identities in gamma, lambda, delta). Explicit for K = 1..8.",
@@ -165,7 +166,7 @@ def recursion_unrolls(recursion=backward_recursion) -> ProofResult:
 
 @proof(
     "gae.seed_example",
-    statement="""The seed's hand-computed examples are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
+    statement="""The hand-computed GAE known answers are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
     step 1, V(s_4) = 2: terminal -> [7/8, 1/2, 9/8, 3/2]; truncated with V(final obs) = 3 -> [5/4, 2, 9/8, 3/2].""",
     assumptions="Exact rational arithmetic on the known answers' inputs (spec/contract/10_gae.toml, dyadic floats); the recursion of gae.recursion_unrolls with the two masks; returns = advantages + values.",
 )

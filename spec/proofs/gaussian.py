@@ -1,4 +1,5 @@
-"""Proofs for the Gaussian-policy chapter (seed 001 "PPO in Practice", §1, §2 and §6 "Bounded Actions").
+"""Proofs for the Gaussian-policy chapter: the diagonal Gaussian log-density and entropy, and the
+tanh change of variables of Haarnoja et al. 2018 (arXiv:1801.01290, Appendix C).
 
 Notation: a diagonal Gaussian policy has mean ``mu_d`` and standard deviation ``sigma_d = exp(s_d)`` per
 action dimension; ``u`` is the pre-squash sample and ``a = tanh(u)`` the squashed action;
@@ -33,7 +34,7 @@ def diag_log_density_closed_form(a, m, s):
     "gaussian.diag_log_density_sum",
     statement="""The log-density of a diagonal Gaussian, log prod_d N(a_d; mu_d, sigma_d^2), is the sum of the
     per-dimension log-densities, -1/2 sum_d ((a_d - mu_d)/sigma_d)^2 - sum_d log sigma_d - D/2 log(2 pi)
-    (seed 001 §2: the joint log-probability is the sum over action dimensions).""",
+    (the joint log-probability of independent action dimensions is the sum over them).""",
     assumptions="sigma_d > 0; explicit for D = 1..4 with symbolic a, mu and sigma.",
 )
 def diag_log_density_sum(log_density=diag_log_density_closed_form) -> ProofResult:
@@ -97,7 +98,7 @@ def tanh_jacobian(value):
     d tanh/du = 1 - tanh^2 and d atanh(a)/da = 1 / (1 - a^2), so log pi(a) = log N(u) - log(1 - tanh(u)^2), summed
     over dimensions; an affine map a' = c + r a (action bounds [low, high]: r = (high - low)/2) adds -log r per
     dimension; and the density of a integrates to 1 over (-1, 1) because the substitution a = tanh(u) turns the
-    integral into that of N(u) (seed 001 §6).""",
+    integral into that of N(u) (Haarnoja et al. 2018, Appendix C, eq. 21).""",
     assumptions="sigma > 0, r > 0, u real; tanh is a smooth bijection from the real line onto (-1, 1).",
 )
 def tanh_change_of_variables(jacobian=tanh_jacobian) -> ProofResult:
@@ -120,7 +121,7 @@ def tanh_change_of_variables(jacobian=tanh_jacobian) -> ProofResult:
 
 
 def stable_log_jacobian(value):
-    """``2 (log 2 - u - softplus(-2u))``: no tanh, no cancellation in 1 - tanh^2 (seed 001 §6; PROBES P11)."""
+    """``2 (log 2 - u - softplus(-2u))``: no tanh, no cancellation in 1 - tanh^2."""
     return 2 * (sp.log(2) - value - sp.log(1 + sp.exp(-2 * value)))
 
 

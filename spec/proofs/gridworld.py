@@ -89,7 +89,7 @@ def advantage(r, s, a):
 
 
 def td_error(reward, next_value, value):
-    """E[delta | s, a] from r(s,a), E[V(s')|s,a] and V(s): the one-step TD error, seed 000 §2.4."""
+    """E[delta | s, a] from r(s,a), E[V(s')|s,a] and V(s): the one-step TD error (Schulman et al. 2016 §3)."""
     return reward + gamma * next_value - value
 
 
@@ -193,8 +193,8 @@ def discounted_occupancy(chain, start=0):
 @proof(
     "gridworld.performance_difference",
     statement="""J(pi') - J(pi) = sum_s d^pi'(s) sum_a pi'(a|s) A^pi(s, a), with J(pi) = V^pi(s_0) and
-    d^pi' the discounted occupancy of the NEW policy from s_0 (Kakade & Langford 2002; seed 001
-    "TRPO"). The old policy's occupancy in its place gives TRPO's local surrogate, which differs.""",
+    d^pi' the discounted occupancy of the NEW policy from s_0 (Kakade & Langford 2002, Lemma 6.1;
+    Schulman et al. 2015, eq. 1). The old policy's occupancy in its place gives TRPO's local surrogate, which differs.""",
     assumptions="""The symbolic MDP of this module with a second symbolic policy pi' = (qn_s, 1 - qn_s);
     V^pi' = (I - gamma P_pi')^-1 r_pi' by Cramer's rule; start state 0; both sides multiplied by the
     two determinants (non-zero for gamma < 1).""",

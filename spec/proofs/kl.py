@@ -1,4 +1,4 @@
-"""Proofs for the KL-estimator chapter (seed 001 "KL approximation"; Schulman 2020).
+"""Proofs for the KL-estimator chapter (Schulman, "Approximating KL Divergence", 2020).
 
 Samples come from the *sampler* p; ``x = log r = log q - log p`` is the log ratio against the
 *other* distribution q, and each estimator is a function of x:
@@ -106,17 +106,17 @@ def up_to_cubic(expr, eps):
 y = sp.Symbol("y")
 LOG1P_CUBIC = sp.series(sp.log(1 + y), y, 0, 4).removeO()  # y - y^2/2 + y^3/3
 
-P7 = ((sp.Rational(1, 5), sp.Rational(3, 10), sp.Rational(1, 2)), (sp.Rational(2, 5), sp.Rational(2, 5), sp.Rational(1, 5)))
+KL_KNOWN_ANSWER = ((sp.Rational(1, 5), sp.Rational(3, 10), sp.Rational(1, 2)), (sp.Rational(2, 5), sp.Rational(2, 5), sp.Rational(1, 5)))
 
 
 @proof(
     "kl.k2_second_order",
     statement="""k2 = (log r)^2 / 2 agrees with KL to second order and is biased in general: for
     q_i = p_i (1 + eps h_i) with sum_i p_i h_i = 0, E_p[k2] - KL(p || q) = -(eps^3 / 6) E_p[h^3] + O(eps^4)
-    (the eps^0, eps^1 and eps^2 terms vanish); at p = (1/5, 3/10, 1/2), q = (2/5, 2/5, 1/5) (PROBES P7)
+    (the eps^0, eps^1 and eps^2 terms vanish); at p = (1/5, 3/10, 1/2), q = (2/5, 2/5, 1/5) (the KL known answer)
     E_p[k2] - KL(p || q) is about 0.0371, not 0.""",
     assumptions="""n = 2, 3 outcomes, p_i > 0, h_i real with h_{n-1} fixed by sum_i p_i h_i = 0 (so q sums to
-    1); series in eps about 0. The P7 numbers are exact rationals.""",
+    1); series in eps about 0. The known answer's numbers are exact rationals.""",
 )
 def k2_second_order(k2=k2) -> ProofResult:
     eps = sp.Symbol("epsilon")
@@ -136,20 +136,20 @@ def k2_second_order(k2=k2) -> ProofResult:
         steps.append(rational_identity(series.coeff(eps, 3), third, f"n = {n}: coefficient of eps^3 = -E_p[h^3] / 6"))
         if not all(s.ok for s in steps):
             return combine(steps)
-    p7, q7 = P7
-    steps.append(nonzero(expectation_under(p7, q7, k2) - kl_divergence(p7, q7), "P7: E_p[k2] - KL(p || q)"))
+    p, q = KL_KNOWN_ANSWER
+    steps.append(nonzero(expectation_under(p, q, k2) - kl_divergence(p, q), "the KL known answer: E_p[k2] - KL(p || q)"))
     return combine(steps)
 
 
 @proof(
     "kl.direction_matters",
-    statement="""KL is not symmetric, so the estimators' direction is observable: at PROBES P7,
+    statement="""KL is not symmetric, so the estimators' direction is observable: at the KL known answer,
     p = (1/5, 3/10, 1/2), q = (2/5, 2/5, 1/5), KL(p || q) = 0.23321 and KL(q || p) = 0.20907, and k3 with the
     ratio inverted (p/q instead of q/p) averages E_p[p/q - 1 - log(p/q)] = 0.34176, neither of them.""",
     assumptions="Exact rationals; the three numbers are closed forms in logs of rationals.",
 )
 def direction_matters() -> ProofResult:
-    p, q = P7
+    p, q = KL_KNOWN_ANSWER
     forward, reverse = kl_divergence(p, q), kl_divergence(q, p)
     inverted = expectation_under(p, q, lambda x: k3(-x))
     return combine([

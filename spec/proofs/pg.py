@@ -1,4 +1,4 @@
-"""Proofs for the policy-gradient chapter (seed 000 §2.1-2.3; seed 001 "Baselines and Advantages").
+"""Proofs for the policy-gradient chapter (Williams 1992; Sutton & Barto 2018 §13.3-13.4).
 
 Softmax policies are written with logits ``z`` and ``e_i = exp(z_i)`` (positive symbols), so every
 identity is rational in ``e`` and SymPy decides it on the numerator over a common denominator. Gaussian expectations are taken
@@ -67,7 +67,7 @@ def derived_score(n: int):
 
 
 def softmax_score(a: int, b: int, pi):
-    """The softmax score ``d log pi_a / d z_b = [a = b] - pi_b`` (seed 000 §7 exercise 1)."""
+    """The softmax score ``d log pi_a / d z_b = [a = b] - pi_b`` (the softmax's Jacobian)."""
     return (1 if a == b else 0) - pi[b]
 
 
@@ -159,7 +159,7 @@ def reward_before(a0: int, a1: int, r0):
     "pg.past_rewards_zero_gradient",
     statement="""Rewards collected before step t contribute zero expected gradient at step t:
     E[grad log pi(a_1|s_1) r_0] = 0 when r_0 depends on (s_0, a_0) only, because conditioned on the
-    history r_0 is a constant and the score at step 1 has zero mean (seed 000 §2.2).""",
+    history r_0 is a constant and the score at step 1 has zero mean (reward-to-go, Sutton & Barto 2018 §13.3).""",
     assumptions="""Two steps; s_1 = a_0 (each first action leads to its own state); softmax policies with
     their own logits in every state; n = 2, 3 actions; r_0 arbitrary reals.""",
 )

@@ -1,4 +1,4 @@
-"""Proofs for the PPO chapter (seed 000 §2.7-2.8; seed 001 "PPO-Clip").
+"""Proofs for the PPO chapter (Schulman et al. 2017, arXiv:1707.06347 §3).
 
 The clipped objective ``min(r A, clip(r, 1 - eps, 1 + eps) A)`` is piecewise: which branch the min
 and the clip pick depends on where r lies and on the sign of A. The proofs split the (r, A) plane
@@ -42,7 +42,7 @@ SIGNS = {"A > 0": a, "A < 0": -a}
 
 
 def clip_objective(r_, A_, eps_):
-    """Seed 000 §2.7: ``min(r A, clip(r, 1 - eps, 1 + eps) A)`` (maximised; the loss is its negative mean)."""
+    """Schulman et al. 2017, eq. 7: ``min(r A, clip(r, 1 - eps, 1 + eps) A)`` (maximised; the loss is its negative mean)."""
     return sp.Min(r_ * A_, sp.Max(1 - eps_, sp.Min(r_, 1 + eps_)) * A_)
 
 
@@ -144,7 +144,7 @@ def clip_pessimistic_bound(objective=clip_objective) -> ProofResult:
     return _guarded(body)
 
 
-# Seed 000 §2.7's table: the derivative of the objective with respect to log pi (= log r) is r A
+# The clip objective's gradient table (Schulman et al. 2017 §3, Figure 1): the derivative of the objective with respect to log pi (= log r) is r A
 # where the gradient is live and 0 where the clip has stopped it.
 LIVE = {
     ("A > 0", "r < 1 - eps"): True,
@@ -157,7 +157,7 @@ LIVE = {
 
 
 def table_values():
-    """seed 000 §2.7's rows, from the known answer ppo.clip-gradient-table (spec/contract/30_ppo.toml): ``(eps, rows)``
+    """The clip gradient table's rows, from the known answer ppo.clip-gradient-table (spec/contract/30_ppo.toml): ``(eps, rows)``
     with rows ``(A, r, d loss / d log pi_new)`` (loss = -objective), each row alone, as exact rationals (the
     written numbers are decimals: sp.Rational of their text)."""
     answer = contract.known_answer("ppo.clip-gradient-table")
@@ -177,7 +177,7 @@ def log_derivative(branch):
     statement="""The derivative of the clipped objective with respect to log pi(a|s) is r A (push the
     probability in the advantage's direction) except where r has passed the clip boundary in the
     direction the advantage wants (A > 0, r > 1 + eps; A < 0, r < 1 - eps), where it is 0: the six
-    rows of seed 000's table. At eps = 0.2, A = 2: r = 0.5, 1, 1.5 give d loss / d log pi = -1, -2, 0;
+    rows of the clip objective's gradient table. At eps = 0.2, A = 2: r = 0.5, 1, 1.5 give d loss / d log pi = -1, -2, 0;
     at A = -2 they give 0, 2, 3.""",
     assumptions="""0 < eps < 1, r > 0, open regions (the kinks at r = 1 +- eps have one-sided
     derivatives); exact rationals for the six values.""",

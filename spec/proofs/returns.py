@@ -1,4 +1,4 @@
-"""Proofs for discounted returns (seed 000 §2.2)."""
+"""Proofs for discounted returns (Sutton & Barto 2018 §3.3, eq. 3.9)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Proofs for the natural-gradient / TRPO chapter (seed 001 "Natural Policy Gradient" and "TRPO";
-seed 000 §2.6).
+"""Proofs for the natural-gradient / TRPO chapter (Kakade 2001; Schulman et al. 2015,
+arXiv:1502.05477, Appendix C).
 
 Notation: ``theta`` the policy parameters, ``g`` the gradient of the surrogate, ``F`` the Fisher
 matrix (symmetric positive definite), ``delta`` the KL budget (TRPO's max_kl). Symbolic matrices
@@ -28,7 +28,7 @@ def vector(n: int, name: str) -> sp.Matrix:
 
 
 def natural_step_formula(g: sp.Matrix, F: sp.Matrix, budget):
-    """TRPO's step ``sqrt(2 delta / g'F^-1 g) F^-1 g`` (seed 000 §2.6; Schulman et al. 2015, App. C)."""
+    """TRPO's step ``sqrt(2 delta / g'F^-1 g) F^-1 g`` (Schulman et al. 2015, App. C)."""
     direction = F.LUsolve(g).applyfunc(sp.cancel)  # F^-1 g, what conjugate gradient returns
     return sp.sqrt(2 * budget / sp.cancel((g.T * direction)[0])) * direction
 

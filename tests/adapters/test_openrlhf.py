@@ -1,6 +1,5 @@
 """The ``openrlhf`` adapter against OpenRLHF 0.11.2: its verdicts clause by clause, how it loads the
-library's files, and the facts behind the verdicts (research/library-notes-rlax-verl-openrlhf-trl.md
-§3, measured there on the same files).
+library's files, and the facts behind the verdicts, measured on the same files.
 
 Skipped when openrlhf is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -156,7 +155,7 @@ def test_no_bare_package_or_stub_is_left_in_sys_modules():
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts (library notes §3.2; gamma = lambda = 0.5, V = 0.5)
+# the facts behind the verdicts (gamma = lambda = 0.5, V = 0.5)
 
 
 def _rows(*rows):
@@ -222,7 +221,7 @@ def test_group_estimators_and_whitening():
     with pytest.raises(ValueError, match="n_samples_per_prompt > 1"):
         adapter.group_advantages(mixed[:3], np.array([0, 0, 1]), "grpo")
     # whitening across the batch: biased variance, (A - mean) * var.clamp(min=1e-8).rsqrt(), the mean and
-    # variance in float32 (torch.cat(...).float()): the notes' OpenRLHF output, not the float64 reference
+    # variance in float32 (torch.cat(...).float()): OpenRLHF's own output, not the float64 reference
     # [-0.7716996107766287, 0.2305076759462657, -0.9220307037850628, -0.370816696087471, 1.834039334702897]
     raw = torch.tensor([-0.125, 0.5, -0.21875, 0.125, 1.5], dtype=torch.float64)
     assert adapter.normalize_advantages(raw).tolist() == pytest.approx(
@@ -264,7 +263,7 @@ def test_aggregation_modes_openrlhf_has():
     weights = {
         "token-mean": [[0.25, 0.0, 0.0], [0.25, 0.25, 0.25]],
         # each row's sum / (n_b + 1e-8); with OpenRLHF's bool action_mask the count is int64 and n_b + 1e-8 is
-        # float32, where it rounds to n_b (the notes' probe, with a float mask, saw 0.4999999950000001)
+        # float32, where it rounds to n_b (with a float mask it gives 0.4999999950000001)
         "seq-mean-token-mean": [[0.5, 0.0, 0.0], [1 / 6, 1 / 6, 1 / 6]],
     }
     for mode, expected in weights.items():
@@ -297,7 +296,7 @@ def test_value_loss_has_the_half():
     assert clipped == 0.5 * ((3 - 0.5) ** 2 + (3 - 0.5) ** 2) / 2
 
 
-# P7: p = pi = [0.2, 0.3, 0.5] (sampling), q = pi_ref = [0.4, 0.4, 0.2]
+# the KL known answer: p = pi = [0.2, 0.3, 0.5] (sampling), q = pi_ref = [0.4, 0.4, 0.2]
 P = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
 Q = torch.tensor([0.4, 0.4, 0.2], dtype=torch.float64)
 REVERSE = [-0.185272, -0.156268, 0.341540]

@@ -1,6 +1,5 @@
 """The ``rlax`` adapter against rlax 0.1.9 (JAX on CPU, x64): its verdicts clause by clause, how
-truncation can and cannot be expressed, and the facts the adapter relies on
-(research/library-notes-rlax-verl-openrlhf-trl.md, 1).
+truncation can and cannot be expressed, and the facts the adapter relies on.
 
 Skipped when rlax is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -41,7 +40,7 @@ EXPECTED = {
         "GAUSS-ENTROPY", "TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-SCALED-BOUNDS",
     )},
     # rlax scores the squashed action: distrax inverts it with an unclamped atanh, which is inf once
-    # tanh(u) rounds to 1 (|u| > 19 in float64), so the log-density is NaN (notes 1.2 P11)
+    # tanh(u) rounds to 1 (|u| > 19 in float64), so the log-density is NaN
     "TANH-STABLE-AT-SATURATION": "fail",
     "TANH-DENSITY-INTEGRATES-TO-ONE": "fail",  # its quadrature grid reaches |u| = 26
 }
@@ -98,7 +97,7 @@ def test_truncation_as_one_stream_is_termination():
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts, on the notes' probes
+# the facts behind the verdicts, on the GAE known answers
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
           terminated=np.array([False, True, False, False]), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
@@ -107,7 +106,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
 
 
 def test_gae_probes_and_the_ways_to_express_truncation():
-    """P1, P2 by segments; P2 as one stream: discount 0 -> P1's answer, discount gamma -> leaks (notes 1.2)."""
+    """P1, P2 by segments; P2 as one stream: discount 0 -> P1's answer, discount gamma -> leaks."""
     import jax.numpy as jnp
     import rlax
 

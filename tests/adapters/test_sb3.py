@@ -1,5 +1,5 @@
 """The ``sb3`` adapter against stable-baselines3 2.9: its verdicts clause by clause, and the facts
-the adapter relies on (research/library-notes-sb3-skrl-cleanrl.md §1).
+the adapter relies on.
 
 Skipped when stable-baselines3 is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters),
 where a missing library is an error.
@@ -83,7 +83,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
       "truncated": np.array([False, True, False, False])}
 
 
-def test_gae_probes_match_the_notes():
+def test_gae_known_answers():
     """P1, P2 and P2 with both flags (terminal wins) through collect_rollouts, float32 like the buffer."""
     advantages, returns = sb3.gae(**P1)
     assert advantages.dtype == np.float32 and advantages.tolist() == [0.875, 0.5, 1.125, 1.5]
@@ -93,7 +93,7 @@ def test_gae_probes_match_the_notes():
 
 
 def test_truncation_is_handled_by_collect_rollouts_not_by_the_buffer():
-    """The notes' point: RolloutBuffer alone treats every done as terminal (P1's answer on P2), so the
+    """RolloutBuffer alone treats every done as terminal (P1's answer on P2), so the
     adapter's correct P2 comes from collect_rollouts' reward fold-in."""
     from gymnasium import spaces
     from stable_baselines3.common.buffers import RolloutBuffer

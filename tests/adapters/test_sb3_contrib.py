@@ -1,5 +1,5 @@
 """The ``sb3_contrib`` adapter against sb3-contrib 2.9's TRPO: conjugate gradient, step scaling,
-line search and KL direction (research/library-notes-sb3-skrl-cleanrl.md §2).
+line search and KL direction.
 
 Skipped when sb3-contrib is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where
 a missing library is an error.

@@ -1,5 +1,5 @@
 """The ``skrl`` adapter against skrl 2.1: its verdicts clause by clause, for skrl's defaults and for
-``time_limit_bootstrap=True``, and the facts behind them (research/library-notes-sb3-skrl-cleanrl.md §3).
+``time_limit_bootstrap=True``, and the facts behind them.
 
 Skipped when skrl is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -23,7 +23,7 @@ from rlspec.checks.adapters import skrl  # noqa: E402
 GAE_PASS = ("GAE-SEED-EXAMPLE", "GAE-COLUMNS-INDEPENDENT", "GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES", "GAE-LINEARITY",
             "GAE-INPUTS-NOT-MUTATED", "GAE-TERMINAL-NO-BOOTSTRAP", "GAE-ROLLOUT-END-BOOTSTRAP")
 # time_limit_bootstrap=False (skrl's default) ignores truncation: no bootstrap from V(final
-# observation), no end of the trace (bugs.md B5). Every clause that has a truncated step fails,
+# observation), no end of the trace (bug B5). Every clause that has a truncated step fails,
 # the long float32 rollout too (it has a time limit every 1000 steps: 3776 of 100000 advantages off).
 GAE_TRUNCATION_IGNORED = ("GAE-SEED-EXAMPLE-TRUNCATED", "GAE-TD-ERROR-AT-LAMBDA-0", "GAE-MONTE-CARLO-AT-LAMBDA-1",
                           "GAE-LAMBDA-MIXTURE", "GAE-BACKWARD-RECURSION", "GAE-TRUNCATION-BOOTSTRAP",
@@ -111,7 +111,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
 P2_BOTH = {**P2, "terminated": P2["truncated"]}
 
 
-def test_gae_probes_match_the_notes():
+def test_gae_known_answers():
     assert skrl.gae(**P1)[0].tolist() == [0.875, 0.5, 1.125, 1.5]
     assert skrl.gae(**P2)[0].tolist() == [1.0078125, 1.03125, 1.125, 1.5]  # the leak of the default
     bootstrap = skrl.time_limit_bootstrap.gae
@@ -147,7 +147,7 @@ def test_the_compute_gae_stub_is_removed_after_an_update():
 
 
 def test_no_squashed_gaussian():
-    """skrl's torch models have no tanh-squashed Gaussian (P11): the operation is not provided."""
+    """skrl's torch models have no tanh-squashed Gaussian: the operation is not provided."""
     assert not hasattr(skrl, "tanh_gaussian_log_prob")
 
 
@@ -183,7 +183,7 @@ def test_trpo_line_search_compounds_the_expected_improvement():
 def test_trpo_update_is_for_gaussian_policies_only():
     """On a Gaussian policy update() matches the TRPO rule (damping 0.1, backtracking 0.5; the first
     trial is accepted, so the accept-ratio test does not change the answer); a categorical policy
-    fails inside skrl (KeyError 'mean_actions'), as the notes record."""
+    fails inside skrl (KeyError 'mean_actions')."""
     from rlspec.reference import trpo as ref
 
     rng = np.random.default_rng(0)

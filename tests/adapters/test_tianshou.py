@@ -1,5 +1,5 @@
 """The ``tianshou`` adapter against Tianshou 2.0.1: its verdicts clause by clause, the dual-clip
-variant, and the facts the adapter relies on (research/library-notes-torchrl-tianshou.md, B).
+variant, and the facts the adapter relies on.
 
 Skipped when tianshou is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -41,7 +41,7 @@ EXPECTED = {
         "TRPO-CG-SOLVES-SPD", "TRPO-FVP-EQUALS-FISHER", "TRPO-LINE-SEARCH-KL-DIRECTION", "TRPO-UPDATE-TRUST-REGION",
     )},
     # (A - mean) / (std + 1e-8) with torch's unbiased std: a one-sample minibatch is 0 / NaN = NaN
-    # (notes B2 P8; bugs.md C1). A defect, not a declared choice: it stays red.
+    # (bug C1). A defect, not a declared choice: it stays red.
     "PPO-ADVANTAGE-NORMALISATION-DEGENERATE": "fail",
     # PPO has no target_kl: declared in tianshou.xfail
     "PPO-UPDATE-KL-EARLY-STOP": "xfail",
@@ -120,7 +120,7 @@ def test_dual_clip_undeclared_is_caught():
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts, on the notes' probes
+# the facts behind the verdicts, on the GAE known answers
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
           terminated=np.array([False, True, False, False]), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)
@@ -128,7 +128,7 @@ P2 = {**P1, "next_values": np.array([0.5, 3.0, 0.5, 2.0]), "terminated": np.zero
       "truncated": np.array([False, True, False, False])}
 
 
-def test_gae_probes_through_the_buffer_p1_p2_p3():
+def test_gae_known_answers_through_the_buffer():
     assert adapter.gae(**P1)[0].tolist() == [0.875, 0.5, 1.125, 1.5]
     assert adapter.gae(**P2)[0].tolist() == [1.25, 2.0, 1.125, 1.5]
     both = {k: np.stack([P1[k], P2[k]], axis=1) if isinstance(P1[k], np.ndarray) else P1[k] for k in P1}
@@ -139,7 +139,7 @@ def test_gae_probes_through_the_buffer_p1_p2_p3():
 
 def test_default_v_s_rolls_the_next_values():
     """compute_episodic_return's v_s=None default is np.roll of the masked v_s_: wrong at episode
-    starts (notes B2: [-0.625, 0.5, 1.625, 1.5] on P1); the adapter always passes v_s."""
+    starts (bug B8: [-0.625, 0.5, 1.625, 1.5] on P1); the adapter always passes v_s."""
     from tianshou.algorithm.algorithm_base import Algorithm
 
     buffer, batch, indices = adapter._fill(P1["rewards"][:, None], P1["terminated"][:, None], P1["truncated"][:, None])
@@ -161,7 +161,7 @@ def test_clip_gradient_table_p5():
 
 
 def test_dual_clip_p5():
-    """dual_clip = 3: A = -2, r = 5 -> loss 6, gradient 0 (notes B2)."""
+    """dual_clip = 3: A = -2, r = 5 -> loss 6, gradient 0."""
     logp_new = torch.tensor([np.log(5.0)], dtype=torch.float64, requires_grad=True)
     loss = adapter.dual_clip.ppo_clip_loss(logp_new, torch.zeros(1, dtype=torch.float64),
                                            torch.tensor([-2.0], dtype=torch.float64), 0.2)
@@ -174,7 +174,7 @@ def test_ratio_is_float32_value_loss_and_normalisation_p6_p8_p10():
     assert loss.item() == -float(np.float32(np.exp(0.1)))  # the ratio goes through .float()
     V = torch.tensor([0.0, 0.0], dtype=torch.float64, requires_grad=True)
     R, V_old = torch.tensor([0.5, 3.0], dtype=torch.float64), torch.tensor([0.3, -1.0], dtype=torch.float64)
-    assert adapter.ppo_value_loss(V, R).item() == pytest.approx(4.625)  # notes P10, no 0.5
+    assert adapter.ppo_value_loss(V, R).item() == pytest.approx(4.625)  # no 0.5 on the value loss
     assert adapter.ppo_value_loss(V, R, V_old, 0.2).item() == pytest.approx(7.345)
     assert adapter.normalize_advantages(np.array([1.0, 2.0, 3.0, 4.0])).tolist() == pytest.approx(
         [-1.161895, -0.387298, 0.387298, 1.161895], abs=1e-6)
@@ -182,9 +182,8 @@ def test_ratio_is_float32_value_loss_and_normalisation_p6_p8_p10():
     assert np.isnan(adapter.normalize_advantages(np.array([3.0]))).all()
 
 
-def test_trpo_facts_p9():
-    """Tianshou's MVP adds 0.1 v; its step is scaled with the damped matrix, so 1/2 dW' F dW < max_kl
-    (notes B2 P9); CG stops on r'r < residual_tol."""
+def test_trpo_facts():
+    """Tianshou's MVP adds 0.1 v; its step is scaled with the damped matrix, so 1/2 dW' F dW < max_kl; CG stops on r'r < residual_tol."""
     from rlspec.reference import trpo as ref
 
     features = np.array([[1.0, 0.5], [0.2, -1.0], [0.3, 0.3]])

@@ -1,5 +1,5 @@
 """The ``torchrl`` adapter against TorchRL 0.14.1 / tensordict 0.14.3: its verdicts clause by clause,
-its GAE variants, and the facts the adapter relies on (research/library-notes-torchrl-tianshou.md, A).
+its GAE variants, and the facts the adapter relies on.
 
 Skipped when torchrl is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -42,7 +42,7 @@ EXPECTED = {
         "GAUSS-ENTROPY", "TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-DENSITY-INTEGRATES-TO-ONE", "TANH-SCALED-BOUNDS",
     )},
     # TanhNormal.log_prob(action) re-inverts the action through atanh clamped at 1 - resolution: at
-    # u = 20 it scores u = 17.6 (float64), 40 nats off (notes A2 P11). The pre-image path passes.
+    # u = 20 it scores u = 17.6 (float64), 40 nats off (bug R5). The pre-image path passes.
     "TANH-STABLE-AT-SATURATION": "fail",
 }
 TANH_CLAUSES = ("TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-DENSITY-INTEGRATES-TO-ONE", "TANH-STABLE-AT-SATURATION",
@@ -127,7 +127,7 @@ def test_gae_variant_verdicts(variant):
 
 
 # ---------------------------------------------------------------------------------------------
-# the facts behind the verdicts, on the notes' probes
+# the facts behind the verdicts, on the GAE known answers
 
 P1 = dict(rewards=[1.0] * 4, values=[0.5] * 4, next_values=[0.5, 0.5, 0.5, 2.0],
           terminated=[False, True, False, False], truncated=[False] * 4, gamma=0.5, lam=0.5)
@@ -141,7 +141,7 @@ def tensors(case, **changes):
     return {**out, "gamma": case["gamma"], "lam": case["lam"]}
 
 
-def test_gae_probes_p1_p2():
+def test_gae_known_answers():
     assert adapter.gae(**tensors(P1))[0].tolist() == [0.875, 0.5, 1.125, 1.5]
     assert adapter.gae(**tensors(P2))[0].tolist() == [1.25, 2.0, 1.125, 1.5]
     assert adapter.gae(**tensors(P2))[1].tolist() == [1.75, 2.5, 1.625, 2.0]
@@ -149,12 +149,12 @@ def test_gae_probes_p1_p2():
 
 
 def test_terminated_omitted_treats_truncation_as_termination():
-    """TorchRL defaults terminated to done: P2's data gives P1's answer (notes A2, deviation 1)."""
+    """TorchRL defaults terminated to done: P2's data gives P1's answer."""
     assert adapter.gae_without_terminated.gae(**tensors(P2))[0].tolist() == [0.875, 0.5, 1.125, 1.5]
 
 
 def test_vectorised_gae_raises_at_gamma_lambda_zero():
-    """The smallest reproduction, TorchRL alone (notes A2, deviation 2)."""
+    """The smallest reproduction, TorchRL alone (the vectorised GAE at gamma * lambda = 0)."""
     from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
 
     x = torch.ones(1, 3, 1, dtype=torch.float64)
@@ -165,7 +165,7 @@ def test_vectorised_gae_raises_at_gamma_lambda_zero():
 
 
 def test_gamma_is_rounded_to_float32_on_float64_data():
-    """Why the adapter declares RLSPEC_PRECISION = "float32" (notes A2, deviation 4)."""
+    """Why the adapter declares RLSPEC_PRECISION = "float32" (float32 coefficients)."""
     one = lambda: torch.ones(1, dtype=torch.float64)
     flags = torch.zeros(1, dtype=torch.bool)
     advantage, _ = adapter.gae(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64), one(),
@@ -188,11 +188,11 @@ def test_value_loss_normalisation_and_kl_penalty_conventions_p8_p10():
     R = torch.tensor([0.5, 3.0], dtype=torch.float64)
     assert adapter.ppo_value_loss(V, R).item() == pytest.approx((0.25 + 9.0) / 2)  # l2, no 0.5
     clipped = adapter.ppo_value_loss(V, R, torch.tensor([0.3, -1.0], dtype=torch.float64), 0.2)
-    assert clipped.item() == pytest.approx((0.25 + 14.44) / 2, rel=1e-6)  # notes P10: [0.25, 14.44]
+    assert clipped.item() == pytest.approx((0.25 + 14.44) / 2, rel=1e-6)  # the clipped value loss: [0.25, 14.44]
     normalised = adapter.normalize_advantages(torch.tensor([0.0, 1e-7], dtype=torch.float64))
     assert normalised.tolist() == pytest.approx([-0.05, 0.05], rel=1e-5)  # std clamped at 1e-6, not + eps
     assert adapter.normalize_advantages(torch.tensor([3.0], dtype=torch.float64)).tolist() == [3.0]
-    assert adapter.kl_coefficient_update(1.0, 0.233211, 0.01).item() == 2.0  # notes P7: beta 1 -> 2
+    assert adapter.kl_coefficient_update(1.0, 0.233211, 0.01).item() == 2.0  # the KL known answer's KL above 1.5 x target: beta 1 -> 2
     assert adapter.kl_coefficient_update(1.0, 0.001, 0.01).item() == 0.5
 
 

@@ -1,5 +1,5 @@
 """The ``trl`` adapter against TRL 1.16: its verdicts clause by clause, for TRL's defaults and the
-variants ``bnpo`` and ``rloo``, and the facts behind them (research/library-notes-rlax-verl-openrlhf-trl.md §4).
+variants ``bnpo`` and ``rloo``, and the facts behind them.
 
 Skipped when TRL is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -130,14 +130,14 @@ def test_kl_penalty_failures_are_k3_plus(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# facts from the library notes (§4.2, §4.3, §4.5)
+# facts, on TRL's own code (GRPO and RLOO trainers)
 
 
 def _groups(scores, groups, kind):
     return trl.group_advantages(np.array(scores, dtype=np.float64), np.array(groups), kind).tolist()
 
 
-def test_group_advantages_match_the_notes():
+def test_group_advantages_match_the_measured_values():
     scores, groups = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.5], [0, 0, 0, 0, 1, 1, 1, 1]
     grpo = [0.865875, -0.865875, -0.865875, 0.865875, -0.499933, -0.499933, -0.499933, 1.4998]
     np.testing.assert_allclose(_groups(scores, groups, "grpo"), grpo, atol=1e-6)
@@ -189,7 +189,7 @@ MASK = torch.tensor([[1, 0, 0], [1, 1, 1]], dtype=torch.bool)
 
 
 def _aggregate(loss_type, **options):
-    """The notes' probe: A = 1 on every token, ratio 1 (per-token loss -1); d loss / d logp."""
+    """A = 1 on every token, ratio 1 (per-token loss -1); d loss / d logp."""
     logp = torch.zeros(2, 3, dtype=F64, requires_grad=True)
     loss = trl._compute_loss(logp, torch.ones(2, dtype=F64), MASK, loss_type=loss_type, **options)
     (grad,) = torch.autograd.grad(loss, logp)
@@ -264,6 +264,6 @@ def test_only_k3_exists():
         trl.kl_estimate(P.log(), Q.log(), "k2")
 
 
-def test_kl_estimates_match_the_notes():
+def test_kl_estimates_match_the_measured_values():
     np.testing.assert_allclose(trl.kl_estimate(P.log(), Q.log(), "k1"), [-0.693147, -0.287682, 0.916291], atol=1e-6)
     np.testing.assert_allclose(trl.kl_estimate(P.log(), Q.log(), "k3"), [0.306853, 0.045651, 0.316291], atol=1e-6)

@@ -1,6 +1,6 @@
 """The ``verl`` adapter against verl 0.9.1: its verdict on every clause, the ``verl:whitened`` variant
 (compute_gae_advantage_return's advantages as returned), and the facts behind them measured directly
-on verl's functions (research/library-notes-rlax-verl-openrlhf-trl.md §2).
+on verl's functions.
 
 Skipped when verl is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -132,7 +132,7 @@ def test_the_two_rloo_implementations_disagree_on_a_singleton():
 
 
 # ---------------------------------------------------------------------------------------------
-# facts, on verl's own functions (library notes §2.2)
+# facts, on verl's own functions
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
           terminated=np.array([False, True, False, False]), truncated=np.zeros(4, bool), gamma=0.5, lam=0.5)

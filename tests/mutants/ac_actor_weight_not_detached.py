@@ -1,5 +1,5 @@
 """Mutant: the actor loss uses delta without detaching it, so the policy-gradient term pushes
-gradient into the critic through V(s) (bugs.md A3: keras-io #194, baby-steps-of-rl-ja #16)."""
+gradient into the critic through V(s) (bug A3: keras-io #194, baby-steps-of-rl-ja #16)."""
 
 import torch
 

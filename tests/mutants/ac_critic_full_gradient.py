@@ -1,5 +1,5 @@
 """Mutant: the TD target is not detached, so the critic loss is a full gradient that also pushes
-V(s') (bugs.md A3: Farama Gymnasium #1494, `critic_loss = advantages.pow(2).mean()` with the
+V(s') (bug A3: Farama Gymnasium #1494, `critic_loss = advantages.pow(2).mean()` with the
 bootstrap still attached)."""
 
 import torch

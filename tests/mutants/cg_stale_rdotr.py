@@ -2,7 +2,7 @@
 at every step (the `rdotr = new_rdotr` line forgotten): the directions lose conjugacy and the
 residual does not reach zero."""
 
-RLSPEC_MUTANT = {"clauses": ["TRPO-CG-SOLVES-SPD"], "bug": "CG with a stale r'r (rdotr never updated): residual stalls (cf. MushroomRL #79)"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-CG-SOLVES-SPD"], "bug": "E6a mushroomrl-cg-residual-stalls class: CG with a stale r'r (rdotr never updated)"}
 
 
 def conjugate_gradient(matvec, b, iters, tol):

@@ -2,7 +2,7 @@
 (steepest descent with an exact line search). It converges, but at the rate (kappa - 1)/(kappa + 1)
 per step instead of in n steps: a "CG" that stalls on ill-conditioned Fisher matrices."""
 
-RLSPEC_MUTANT = {"clauses": ["TRPO-CG-SOLVES-SPD"], "bug": "CG without the beta p term: search directions not A-conjugate (residual stalls, cf. MushroomRL #79)"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-CG-SOLVES-SPD"], "bug": "E6a mushroomrl-cg-residual-stalls class: CG without the beta p term (directions not A-conjugate)"}
 
 
 def conjugate_gradient(matvec, b, iters, tol):

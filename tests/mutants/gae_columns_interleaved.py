@@ -1,6 +1,6 @@
 """Mutant: a (T, N) batch is flattened row-major into one time series, so consecutive entries come
 from different environments and the trace runs across them (the env-interleaving class of
-bugs.md B8)."""
+bug B8)."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Mutant: episode-end flags used as SB3-style episode-start flags, ``1 - episode_starts[t+1]``,
-so every cut lands one step late (bugs.md B1, SB3 #105; B13 RoboVerse #814)."""
+so every cut lands one step late (bug B1, SB3 #105; B13 RoboVerse #814)."""
 
 import numpy as np
 

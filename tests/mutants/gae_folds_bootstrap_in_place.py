@@ -1,5 +1,5 @@
 """Mutant: the time-limit bootstrap is folded into the caller's rewards in place,
-``rewards[truncated] += gamma * next_values[truncated]``, as SB3 does to its own buffer (bugs.md
+``rewards[truncated] += gamma * next_values[truncated]``, as SB3 does to its own buffer (bug
 B3). The advantages are right; the caller's array is silently changed."""
 
 import numpy as np

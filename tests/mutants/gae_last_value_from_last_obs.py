@@ -1,5 +1,5 @@
 """Mutant: the rollout's last step bootstraps from V of the last *stored* observation s_{T-1}
-instead of V(s_T) (bugs.md B2, SB3 #183)."""
+instead of V(s_T) (bug B2, SB3 #183)."""
 
 import numpy as np
 

@@ -1,9 +1,9 @@
 """Mutant: ``(1 - done)`` zeroes the bootstrap but not the recursion, so advantage leaks backwards
-across every episode end (seed 000 §3.3: "Forgetting the second one is a real bug")."""
+across every episode end (the trace mask (1 - end_t) on A_{t+1}: without it credit leaks backwards)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "missing trace mask (seed 000 §3.3)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-NO-LEAK-ACROSS-BOUNDARY", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "missing trace mask (B5 class)"}
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -1,10 +1,10 @@
 """Mutant: GAE computed as the truncated lambda-mixture (1 - lambda) sum_{n=1}^{K} lambda^(n-1) A^(n)
-without the leftover weight lambda^K on the longest estimator: seed 001's finite-horizon
+without the leftover weight lambda^K on the longest estimator: the finite-horizon
 correction term is left in (it vanishes only for infinite horizons)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GAE-LAMBDA-MIXTURE", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "finite-horizon correction dropped (seed 001)"}
+RLSPEC_MUTANT = {"clauses": ["GAE-LAMBDA-MIXTURE", "GRID-GAE-EXPECTATION-EXACT-CRITIC"], "bug": "finite-horizon correction dropped"}
 
 
 def _column(r, v, nv, term, trunc, gamma, lam):

@@ -1,5 +1,5 @@
 """Mutant: ``returns = advantages + values`` is read from the storage before the advantages are
-written, so the value target is the old value prediction (bugs.md B9, CleanRL PR #337)."""
+written, so the value target is the old value prediction (bug B9, CleanRL PR #337)."""
 
 import numpy as np
 

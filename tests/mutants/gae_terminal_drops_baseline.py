@@ -1,5 +1,5 @@
 """Mutant: ``adv = r + mask * (pre_adv - V)``, so at a terminal step (mask 0) the baseline V(s_t)
-is dropped (bugs.md B12, ElegantRL #183)."""
+is dropped (bug B12, ElegantRL #183)."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Mutant: a time-out adds gamma * V(s_t), the value *before* the action, because the final
-observation is gone after the auto-reset (bugs.md B6: rl_games, rsl_rl)."""
+observation is gone after the auto-reset (bug B6: rl_games, rsl_rl)."""
 
 import numpy as np
 

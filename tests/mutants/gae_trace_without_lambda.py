@@ -1,5 +1,5 @@
 """Mutant: the advantage handed to the policy is ``delta_t + gamma * A_{t+1}``: lambda never enters
-the trace (bugs.md B7, Brax's PPO advantage; Stoix #142)."""
+the trace (bug B7, Brax's PPO advantage; Stoix #142)."""
 
 import numpy as np
 

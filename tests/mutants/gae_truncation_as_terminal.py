@@ -1,4 +1,4 @@
-"""Mutant: a time-limit truncation is treated as a terminal state (bugs.md B4; CleanRL's
+"""Mutant: a time-limit truncation is treated as a terminal state (bug B4; CleanRL's
 ``next_done = np.logical_or(terminations, truncations)``). The trace is cut (right) and the
 bootstrap from V(final observation) is dropped (wrong)."""
 

@@ -1,5 +1,5 @@
 """Mutant: at a truncation the bootstrap comes from ``values[t+1]``, the first state of the next
-episode, instead of V(final observation) (bugs.md B5, skrl's ``next_values = values[i+1]``;
+episode, instead of V(final observation) (bug B5, skrl's ``next_values = values[i+1]``;
 historical ml-agents PR #574). The trace is cut correctly."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Mutant: truncation only triggers value bootstrapping and is not an episode boundary, so the
-trace runs on into the next episode (bugs.md B5, skrl #224 in v1.3.0)."""
+trace runs on into the next episode (bug B5, skrl #224 in v1.3.0)."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Mutant: the per-dimension log-densities are averaged (.mean(-1)) instead of summed, so the joint
-log-probability of a D-dimensional action is 1/D of what it should be (seed 001 §2: sum them)."""
+log-probability of a D-dimensional action is 1/D of what it should be (independent dimensions: sum them)."""
 
 import numpy as np
 

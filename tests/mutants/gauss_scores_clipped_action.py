@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md F4; skrl GaussianMixin with clip_actions=True, tianshou #312): the sample is
+"""Mutant (bug F4; skrl GaussianMixin with clip_actions=True, tianshou #312): the sample is
 clipped to the action bounds [-1, 1] and the clipped action is what gets scored, so the stored
 log-probability is that of a different action (u = 1.5: -1.4189 instead of -2.0439)."""
 

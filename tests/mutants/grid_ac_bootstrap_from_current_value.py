@@ -1,5 +1,5 @@
 """Mutant: one-step actor-critic that bootstraps from V(s_t), the value before the action, instead of
-V(s_{t+1}) (the rl_games / rsl_rl time-out approximation of bugs.md B6, applied to every step): the
+V(s_{t+1}) (the rl_games / rsl_rl time-out approximation of bug B6, applied to every step): the
 TD error becomes r + (gamma - 1) V(s_t) and no longer depends on where the action led."""
 
 import torch

@@ -1,4 +1,4 @@
-"""Mutant: one-step actor-critic whose episode-end flags sit one slot late in the batch (bugs.md B13,
+"""Mutant: one-step actor-critic whose episode-end flags sit one slot late in the batch (bug B13,
 RoboVerse PR #814: dones[step] written before acting and again after env.step(), so the mask is
 shifted by one). Each transition is masked with its predecessor's flag: a terminal step bootstraps
 from the value of the terminal observation and the step after it loses its bootstrap."""

@@ -1,4 +1,4 @@
-"""Mutant: Brax's compute_gae (bugs.md B7, google/brax #583) behind the protocol. The lambda-return
+"""Mutant: Brax's compute_gae (bug B7, google/brax #583) behind the protocol. The lambda-return
 targets vs are right, but the advantage handed to the policy is r + gamma (1 - term) vs_{t+1} - V_t,
 i.e. delta_t + gamma A_{t+1} instead of delta_t + gamma lambda A_{t+1}, and every truncated step's
 TD error and advantage are multiplied by 0 (its "truncation mask"). V(s_{t+1}) is read from the next

@@ -1,5 +1,5 @@
 """Mutant: the reference trainer, except that log pi_old is recomputed from the current policy in the
-same forward pass instead of being stored at collection time (bugs.md C7, tensorforce #312 "prob_ratio
+same forward pass instead of being stored at collection time (bug C7, tensorforce #312 "prob_ratio
 always 1"). The ratio is exactly 1 and, as log pi_old is not detached either, its gradient is zero:
 the clipped surrogate never moves the policy, and only the entropy bonus and the critic learn."""
 

@@ -1,5 +1,5 @@
 """Mutant: the reference trainer, except that the rollout buffer stores, next to each action, the
-reward that came *before* it (bugs.md A2, openai/spinningup #50: r_{t-1} + gamma V_{t+1} - V_t). The
+reward that came *before* it (bug A2, openai/spinningup #50: r_{t-1} + gamma V_{t+1} - V_t). The
 goal and pit rewards land on the first action of the next episode, so the learning signal says
 nothing about which way to go; the episode returns it reports are still the env's."""
 

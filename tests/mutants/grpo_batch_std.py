@@ -1,5 +1,5 @@
 """Mutant: GRPO advantages centred on the group mean but divided by the std of the whole batch (TRL's
-scale_rewards='batch', or a mean/std over the flat G * B vector as in bugs.md G6, grpo-flat #2) while the
+scale_rewards='batch', or a mean/std over the flat G * B vector as in bug G6, grpo-flat #2) while the
 candidate declares per-group normalisation, the clause's only form."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Mutant: GRPO advantages normalised by np.std's default population std (ddof 0) while the candidate
-declares nothing, i.e. the default group_std_ddof = 1 that verl, TRL and OpenRLHF use (bugs.md G9: with
+declares nothing, i.e. the default group_std_ddof = 1 that verl, TRL and OpenRLHF use (bug G9: with
 G = 2, [1, 0] gives +-1.0 instead of +-0.707)."""
 
 import numpy as np

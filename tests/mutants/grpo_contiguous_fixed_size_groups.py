@@ -1,5 +1,5 @@
 """Mutant: the batch is reshaped into contiguous groups of one fixed size, view(-1, G) with G = N / number
-of ids, as trainers that lay out n_samples_per_prompt responses back to back do (bugs.md G6: AReaL #1673,
+of ids, as trainers that lay out n_samples_per_prompt responses back to back do (bug G6: AReaL #1673,
 slime #1414). Right for sorted equal groups, wrong for interleaved ids or unequal sizes."""
 
 import numpy as np

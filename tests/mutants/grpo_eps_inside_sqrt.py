@@ -1,6 +1,6 @@
 """Mutant: the group std's epsilon put inside the square root, (r - m) / sqrt(var + eps), the form of a
 masked_whiten, while the declared convention is / (std + eps): identical for spread-out scores, far off
-for near ties (bugs.md G9: [1, 1, 1, 1 + 1e-5] gives 0.0043 instead of 1.25)."""
+for near ties (bug G9: [1, 1, 1, 1 + 1e-5] gives 0.0043 instead of 1.25)."""
 
 import numpy as np
 

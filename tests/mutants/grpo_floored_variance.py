@@ -1,4 +1,4 @@
-"""Mutant: verl's vectorised GRPO before PR #6348 (bugs.md G8): the variance formed as E[r^2] - E[r]^2
+"""Mutant: verl's vectorised GRPO before PR #6348 (bug G8): the variance formed as E[r^2] - E[r]^2
 and floored at 1e-6, so a group with a small spread is divided by 1e-3 instead of its std:
 [1.0, 1.00001, 2.0, 2.00001] in groups [a, a, b, b] gives +-0.0050 instead of +-0.6196."""
 

@@ -4,7 +4,7 @@ its advantage is its raw score (r / (1 + eps)), while the candidate declares not
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["GROUP-SINGLETON"], "bug": "verl singleton group -> raw score (mean 0, std 1) undeclared"}
+RLSPEC_MUTANT = {"clauses": ["GROUP-SINGLETON"], "bug": "R8 verl-grpo-singleton-group-raw-score, undeclared"}
 
 
 def group_advantages(scores, groups, kind):

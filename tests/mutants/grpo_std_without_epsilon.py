@@ -1,5 +1,5 @@
 """Mutant: GRPO advantages divided by the group std with no epsilon: a group of identical scores gives
-0 / 0 = NaN (bugs.md G7; the all-correct or all-wrong group every GRPO batch has)."""
+0 / 0 = NaN (bug G7; the all-correct or all-wrong group every GRPO batch has)."""
 
 import numpy as np
 

@@ -1,9 +1,9 @@
 """Mutant: OpenRLHF's `compute_approx_kl`: log_ratio = log p - log q, k3 on log_ratio clamped at -10,
-then every estimator (k1 and k2 too) clamped to [-10, 10] (research library notes, bugs.md D3/D4)."""
+then every estimator (k1 and k2 too) clamped to [-10, 10] (bug R1; bugs D3, D4)."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["KL-EXTREME-LOG-RATIO"], "bug": "OpenRLHF compute_approx_kl clamps every estimator to [-10, 10]"}
+RLSPEC_MUTANT = {"clauses": ["KL-EXTREME-LOG-RATIO"], "bug": "R1 openrlhf-kl-estimates-clamped-to-ten"}
 
 
 def kl_estimate(logp_sampler, logp_other, kind):

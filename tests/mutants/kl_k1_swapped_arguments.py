@@ -1,6 +1,6 @@
 """Mutant: k1 is computed as log q - log p, the log ratio itself instead of its negative: the
 arguments are read the other way round, and E_p[k1] = -KL(p || q) ("negative KL"; the k1 form of
-bugs.md D1's swap)."""
+bug D1's swap)."""
 
 import numpy as np
 

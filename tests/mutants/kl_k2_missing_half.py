@@ -1,5 +1,5 @@
 """Mutant: k2 = (log r)^2 without the 1/2, which no longer agrees with KL even to second order
-(E_p[k2] = 0.5407 at PROBES P7)."""
+(E_p[k2] = 0.5407 at the KL known answer)."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Mutant: verl's `low_var_kl`: the log ratio is clamped to [-20, 20] and the k3 value to [-10, 10]
-(bugs.md D4): once k3 > 10 (log r > 2.6 or < -11) the estimate is biased low and has no gradient."""
+(bug D4): once k3 > 10 (log r > 2.6 or < -11) the estimate is biased low and has no gradient."""
 
 import numpy as np
 

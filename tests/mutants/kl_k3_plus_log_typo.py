@@ -1,9 +1,9 @@
-"""Mutant: k3 = r - 1 + log r, the sign slip in seed 001's derivation of the estimator ("E_p[r - 1 +
+"""Mutant: k3 = r - 1 + log r, a sign slip easy to make when deriving the estimator ("E_p[r - 1 +
 log r]"): it is negative for r < 1 and its mean is -KL."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["KL-K3-NONNEGATIVE", "KL-K3-UNBIASED"], "bug": "k3 written r - 1 + log r (seed 001's typo)"}
+RLSPEC_MUTANT = {"clauses": ["KL-K3-NONNEGATIVE", "KL-K3-UNBIASED"], "bug": "k3 written r - 1 + log r (a sign slip)"}
 
 
 def kl_estimate(logp_sampler, logp_other, kind):

@@ -1,9 +1,9 @@
-"""Mutant: a chain of `if` (not `elif`) lets every kind fall through to k3 (bugs.md D7: AReaL PR
+"""Mutant: a chain of `if` (not `elif`) lets every kind fall through to k3 (bug D7a: AReaL PR
 #408's review). k3 is unbiased, so only the per-sample values give k1 and k2 away."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["KL-K1-UNBIASED", "KL-K2-SECOND-ORDER"], "bug": "D7 AReaL #408: every kl kind falls through to k3"}
+RLSPEC_MUTANT = {"clauses": ["KL-K1-UNBIASED", "KL-K2-SECOND-ORDER"], "bug": "D7a kl-estimator-kinds-fall-through-to-k3 (AReaL PR #408)"}
 
 
 def kl_estimate(logp_sampler, logp_other, kind):

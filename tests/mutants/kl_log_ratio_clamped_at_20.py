@@ -1,4 +1,4 @@
-"""Mutant: the log ratio is clamped to [-20, 20] before exp (the fix for bugs.md D3's overflow to
+"""Mutant: the log ratio is clamped to [-20, 20] before exp (the fix for bug D3's overflow to
 NaN gradients): nothing overflows any more, but every estimate beyond |log r| = 20 is biased."""
 
 import numpy as np

@@ -4,7 +4,7 @@ exceeds 10 (pi = [0.05, 0.9, 0.05] on tokens from pi_old = [0.6, 0.05, 0.35]: we
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-OFF-POLICY"], "bug": "OpenRLHF KL_IS_WEIGHT_CLIP = 10 on the KL gradient's importance weight"}
+RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-OFF-POLICY"], "bug": "R9 openrlhf-kl-importance-weight-clipped (KL_IS_WEIGHT_CLIP = 10)"}
 
 
 def kl_penalty(logp, logp_ref, kind, logp_old=None):

@@ -6,7 +6,7 @@ is large: at log(pi_ref / pi) = 30 it is off by about 1e-3 instead of 1e-13 (TRL
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-EXTREME-LOG-RATIO"], "bug": "TRL use_bias_correction_kl: k3 times a non-detached ratio cancels"}
+RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-EXTREME-LOG-RATIO"], "bug": "R10 trl-bias-corrected-kl-gradient-cancels"}
 
 
 def kl_penalty(logp, logp_ref, kind, logp_old=None):

@@ -1,6 +1,6 @@
 """Mutant: the per-token KL penalty with the log ratio taken the other way round inside every estimator,
-x = logp - logp_ref (bugs.md D1, ColossalAI #3696): k3 then averages E_pi[pi/pi_ref - 1 - log(pi/pi_ref)]
-= 0.3418 at PROBES P7 instead of KL(pi || pi_ref) = 0.2332."""
+x = logp - logp_ref (bug D1, ColossalAI #3696): k3 then averages E_pi[pi/pi_ref - 1 - log(pi/pi_ref)]
+= 0.3418 at the KL known answer instead of KL(pi || pi_ref) = 0.2332."""
 
 import torch
 

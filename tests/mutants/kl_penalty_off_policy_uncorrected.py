@@ -1,7 +1,7 @@
 """Mutant: verl's KL loss off-policy: logp_old is ignored, so the straight-through kinds take k2's
 gradient on pi_old's tokens, [-0.222398, -0.107985, 0.330383] for pi_old = [0.3, 0.3, 0.4] instead of
 the reverse KL's [-0.185272, -0.156268, 0.341540], while the candidate declares nothing (the default
-kl_penalty_off_policy = 'importance-weighted'; bugs.md D6)."""
+kl_penalty_off_policy = 'importance-weighted'; bug D6)."""
 
 import torch
 

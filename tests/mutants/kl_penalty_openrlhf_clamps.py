@@ -4,7 +4,7 @@ estimator clamped to [-10, 10] (k1 too): k1 is biased beyond pi_ref / pi = e^10 
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-EXTREME-LOG-RATIO"], "bug": "OpenRLHF compute_approx_kl clamps every estimator to [-10, 10]"}
+RLSPEC_MUTANT = {"clauses": ["KL-PENALTY-EXTREME-LOG-RATIO"], "bug": "R1 openrlhf-kl-estimates-clamped-to-ten"}
 RLSPEC_PRECISION = "float32"
 
 

@@ -1,6 +1,6 @@
 """Mutant: the '+' kinds return the named estimator with its own gradient (no straight-through), so
-'k3+' used as a loss follows the forward KL's gradient [-0.2, -0.1, 0.3] at PROBES P7 while it is
-documented as the reverse KL's [-0.185, -0.156, 0.342], and 'k1+' has none (bugs.md D2: k3 as a loss
+'k3+' used as a loss follows the forward KL's gradient [-0.2, -0.1, 0.3] at the KL known answer while it is
+documented as the reverse KL's [-0.185, -0.156, 0.342], and 'k1+' has none (bug D2: k3 as a loss
 claimed to regularise toward the reverse KL)."""
 
 import torch

@@ -1,5 +1,5 @@
 """Mutant: verl's kl_penalty: k3 ('low_var_kl') clamps the log ratio to [-20, 20] and the estimate to
-[-10, 10] (bugs.md D3, D4): once k3 > 10, i.e. pi_ref / pi > 13.61 or < e^-11, the value is biased low
+[-10, 10] (bugs D3, D4): once k3 > 10, i.e. pi_ref / pi > 13.61 or < e^-11, the value is biased low
 and the gradient is zero."""
 
 import torch

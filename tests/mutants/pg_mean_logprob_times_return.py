@@ -1,5 +1,5 @@
 """Mutant: the loss multiplies the *mean* log-probability by the summed returns, so every step gets
-the same weight mean(G) instead of its own reward-to-go (bugs.md A1: Farama Gymnasium #1336, the
+the same weight mean(G) instead of its own reward-to-go (bug A1: Farama Gymnasium #1336, the
 MuJoCo REINFORCE tutorial's `log_probs.mean()` times each G_t)."""
 
 import torch

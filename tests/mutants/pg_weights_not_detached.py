@@ -1,6 +1,6 @@
 """Mutant: the REINFORCE weights are not detached, so autograd differentiates through the returns
-and the baseline (seed 000 §3.1: "the .detach() on the weights is the line to get right"; the same
-slip as bugs.md A3 in a REINFORCE loss with a learned baseline)."""
+and the baseline (the weights are numbers, not functions of theta; the same
+slip as bug A3 in a REINFORCE loss with a learned baseline)."""
 
 RLSPEC_MUTANT = {"clauses": ["PG-REINFORCE-SURROGATE-GRADIENT"], "bug": "A3 actor-critic-missing-detach (REINFORCE weights)"}
 

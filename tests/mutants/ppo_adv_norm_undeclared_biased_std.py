@@ -1,9 +1,9 @@
 """Mutant: numpy's std (ddof = 0, the population std) in a candidate that declares nothing, i.e. the
-sample std (ddof = 1) that torch, SB3, CleanRL and Tianshou use (P8)."""
+sample std (ddof = 1) that torch, SB3, CleanRL and Tianshou use."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION"], "bug": "P8 std ddof 0 where ddof 1 is declared (numpy's default vs torch's)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION"], "bug": "std ddof 0 where ddof 1 is declared (numpy's default vs torch's)"}
 
 
 def normalize_advantages(advantages):

@@ -1,4 +1,4 @@
-"""Mutant: clipping alone, without the min (seed 000 §2.7: "plain clipping without the min would be
+"""Mutant: clipping alone, without the min (Schulman et al. 2017 §3, Figure 1: "plain clipping without the min would be
 wrong"): a ratio that moved against the advantage is clipped too, its gradient dies, and the
 objective can exceed the unclipped surrogate."""
 

@@ -1,9 +1,9 @@
 """Mutant: advantages normalised per minibatch (CleanRL, SB3) by a candidate that declares nothing,
-i.e. whole-batch normalisation (seed 000's code): the first step's advantages differ (P8)."""
+i.e. whole-batch normalisation: the first step's advantages differ."""
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["PPO-UPDATE-FIRST-STEP-GRADIENT"], "bug": "P8 normalisation scope (per minibatch where per batch is declared)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-UPDATE-FIRST-STEP-GRADIENT"], "bug": "normalisation scope (per minibatch where per batch is declared)"}
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):

@@ -3,7 +3,7 @@
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["PPO-VALUE-LOSS-CLIPPED"], "bug": "clipped-only value loss (SB3 / skrl, library notes P10; C9/C10 class)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-VALUE-LOSS-CLIPPED"], "bug": "clipped-only value loss (SB3 / skrl; C9/C10 class)"}
 
 
 def ppo_value_loss(values, returns, old_values=None, clip_eps=None):

@@ -1,5 +1,5 @@
 """Mutant: an extra 0.5 on the squared error that the candidate does not declare (Brax's value loss
-carries an extra 0.5 * 0.5; bugs.md B7). Declaring value_loss_factor 0.5 would make it conform."""
+carries an extra 0.5 * 0.5; bug B7). Declaring value_loss_factor 0.5 would make it conform."""
 
 import torch
 

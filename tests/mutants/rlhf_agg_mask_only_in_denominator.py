@@ -1,5 +1,5 @@
 """Mutant: the mask reaches only the denominators (loss.sum(-1) / mask.sum(-1)): losses computed at
-padded positions enter every mode's numerator (the class of bugs.md G3: the mask built from the
+padded positions enter every mode's numerator (the class of bug G3: the mask built from the
 wrong tensor)."""
 
 import torch

@@ -1,5 +1,5 @@
 """Mutant: token-mean as (loss * mask).mean(): the denominator counts every one of the B * L
-positions, padding included (the class of bugs.md G5), so the loss shrinks with the padded width."""
+positions, padding included (the class of bug G5), so the loss shrinks with the padded width."""
 
 import torch
 

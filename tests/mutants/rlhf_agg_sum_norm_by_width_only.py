@@ -1,4 +1,4 @@
-"""Mutant: verl #3741 (bugs.md G11): seq-mean-token-sum-norm computed as
+"""Mutant: verl #3741 (bug G11): seq-mean-token-sum-norm computed as
 torch.sum(seq_losses) / loss_mask.shape[-1]: not divided by the number of rows (the loss grows with
 the micro-batch size) and norm_length ignored in favour of the padded width."""
 

@@ -1,4 +1,4 @@
-"""Mutant: bugs.md G12: token-mean divides by the call's own token count and ignores num_tokens, so
+"""Mutant: bug G12: token-mean divides by the call's own token count and ignores num_tokens, so
 gradient accumulation over micro-batches weights each token by 1/(its micro-batch's count):
 micro-batch 1 one token with loss 4, micro-batch 2 three tokens with loss 0 sum to 4, not 1."""
 

@@ -1,4 +1,4 @@
-"""Mutant: bugs.md G1 (verl before PR #50, ROLL PR #447): the critic's values reach GAE unmasked
+"""Mutant: bug G1 (verl before PR #50, ROLL PR #447): the critic's values reach GAE unmasked
 (the rewards are masked, as reward assembly leaves them), and the plain recursion over every
 position lets the last real token bootstrap from the value at the first pad: mask [1, 1, 0],
 rewards [0, 1, 0], values [0, 0, 100], gamma 1, lambda 0.95 gives [5.70, 6.00] instead of [0.95, 1.00]."""

@@ -7,7 +7,7 @@ import numpy as np
 
 RLSPEC_MUTANT = {
     "clauses": ["RLHF-GAE-INTERIOR-MASK-SKIPPED"],
-    "bug": "OpenRLHF get_advantages_and_returns zeroes masked values and rewards instead of skipping them (research §3.2, §3.4)",
+    "bug": "R7 openrlhf-gae-zeroes-interior-mask",
 }
 
 

@@ -1,4 +1,4 @@
-"""Mutant: bugs.md G2 (verl before PR #2337): GAE runs over every token of the row, tool-output
+"""Mutant: bug G2 (verl before PR #2337): GAE runs over every token of the row, tool-output
 (observation) tokens and padding included, and the mask is applied only to the outputs: masked
 tokens are discount steps whose rewards and values reach the real tokens. Tokens [a, obs, obs],
 reward 1 on the last, gamma 1, lambda 0.95, V = 0: A(a) = 0.9025 instead of 1."""

@@ -1,12 +1,12 @@
 """Mutant: the (B, L) batch is flattened into one token sequence before GAE (a packed-sequence
 layout without episode boundaries): the trace runs from each row's last real token into the next
-row's first one. PROBES P1 as two rows gives [1.0078125, 1.03125, 1.125, 1.5]."""
+row's first one. the GAE known answer as two rows gives [1.0078125, 1.03125, 1.125, 1.5]."""
 
 import numpy as np
 
 RLSPEC_MUTANT = {
     "clauses": ["RLHF-GAE-ROWS-INDEPENDENT", "RLHF-GAE-ROW-EQUALS-GAE"],
-    "bug": "rows flattened into one sequence: credit leaks across responses (P1 as one row, research §2.2)",
+    "bug": "rows flattened into one sequence: credit leaks across responses (the GAE known answer as one row)",
 }
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 RLSPEC_MUTANT = {
     "clauses": ["RLHF-GAE-KNOWN-ANSWER", "RLHF-GAE-ROW-EQUALS-GAE", "RLHF-GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES"],
-    "bug": "verl compute_gae_advantage_return returns whitened advantages (research §2.2, §2.4)",
+    "bug": "R6 verl-gae-returns-whitened-advantages",
 }
 
 

@@ -1,4 +1,4 @@
-"""Mutant: bugs.md C3 per token: the clipped surrogate is used alone, without the min with the
+"""Mutant: bug C3 per token: the clipped surrogate is used alone, without the min with the
 unclipped one; ratios that moved the wrong way lose their gradient (A = 2, r = 0.5: 0, not -1)."""
 
 import torch

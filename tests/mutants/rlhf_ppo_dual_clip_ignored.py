@@ -1,4 +1,4 @@
-"""Mutant: bugs.md C6: the dual_clip argument is accepted and silently ignored (A = -2, r = 3.5 with
+"""Mutant: bug C6: the dual_clip argument is accepted and silently ignored (A = -2, r = 3.5 with
 c = 3 gives loss 7 and gradient 7 instead of 6 and 0)."""
 
 import torch

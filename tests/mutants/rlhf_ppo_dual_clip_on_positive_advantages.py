@@ -1,4 +1,4 @@
-"""Mutant: bugs.md C4 (Tianshou before PR #435) per token: max(min(s1, s2), c A) for every token;
+"""Mutant: bug C4 (Tianshou before PR #435) per token: max(min(s1, s2), c A) for every token;
 for A > 0 the floor c A lies above the objective whenever r < c, so positive advantages lose their
 gradient (c = 3, A = 2, r = 0.5: loss -6, gradient 0)."""
 

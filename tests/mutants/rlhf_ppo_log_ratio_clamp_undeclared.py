@@ -4,7 +4,7 @@ gradient 0 instead of 2 e^25 with gradient 2 e^25). Correct once declared (tests
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["RLHF-PPO-LOG-RATIO-CLAMP"], "bug": "the +-20 log-ratio clamp of verl / OpenRLHF, undeclared (research §2.2, §3.2)"}
+RLSPEC_MUTANT = {"clauses": ["RLHF-PPO-LOG-RATIO-CLAMP"], "bug": "D3 k3-exp-overflow-gives-NaN-gradient: its fix, the +-20 log-ratio clamp of verl and OpenRLHF, undeclared"}
 
 
 def token_ppo_loss(logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):

@@ -1,5 +1,5 @@
 """Mutant: the per-token loss is summed over every position, the mask never applied (the class of
-bugs.md G3 / G5): garbage log-probabilities and advantages at padding enter the loss and padding
+bugs G3, G5): garbage log-probabilities and advantages at padding enter the loss and padding
 tokens get gradients."""
 
 import torch

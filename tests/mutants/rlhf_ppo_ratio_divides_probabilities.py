@@ -1,4 +1,4 @@
-"""Mutant: bugs.md C13 per token: r = exp(logp_new) / exp(logp_old); at log-probabilities near -1000
+"""Mutant: bug C13 per token: r = exp(logp_new) / exp(logp_old); at log-probabilities near -1000
 both underflow to 0 and the ratio is 0/0 = NaN."""
 
 import torch

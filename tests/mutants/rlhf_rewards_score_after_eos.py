@@ -6,7 +6,7 @@ import numpy as np
 
 RLSPEC_MUTANT = {
     "clauses": ["RLHF-REWARDS-SCORE-ON-LAST-REAL-TOKEN", "RLHF-REWARDS-KNOWN-ANSWER"],
-    "bug": "G4 reward-index-relative-to-EOS-and-padding-side (trl #1893, #3750; research §4.4)",
+    "bug": "G4 reward-index-relative-to-EOS-and-padding-side (trl #1893, #3750)",
 }
 
 

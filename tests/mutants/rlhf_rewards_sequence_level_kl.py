@@ -6,7 +6,7 @@ import numpy as np
 
 RLSPEC_MUTANT = {
     "clauses": ["RLHF-REWARDS-KL-PER-TOKEN", "RLHF-REWARDS-KNOWN-ANSWER"],
-    "bug": "sequence-level KL in the reward (TRL RLOO's beta * sum_t kl, research §4.3) where a per-token penalty is meant",
+    "bug": "sequence-level KL in the reward (TRL RLOO's beta * sum_t kl) where a per-token penalty is meant",
 }
 
 

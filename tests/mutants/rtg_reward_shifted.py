@@ -1,5 +1,5 @@
 """Mutant: the buffer stores the reward that *preceded* each observation, so G_t starts from
-r_{t-1} (bugs.md A2, Spinning Up #50)."""
+r_{t-1} (bug A2, Spinning Up #50)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Mutant: every step is weighted by the whole-episode return G_0 (bugs.md A1: udacity #42,
+"""Mutant: every step is weighted by the whole-episode return G_0 (bug A1: udacity #42,
 deep-rl-class PR #95)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md F5; cpnota/autonomous-learning-library #154, boyu-ai/Hands-on-RL #44): the
+"""Mutant (bug F5; cpnota/autonomous-learning-library #154, boyu-ai/Hands-on-RL #44): the
 correction is applied to the already squashed action, i.e. tanh twice: -log(1 - tanh(tanh(u))^2)
 (u = 1: -0.8876 instead of -0.5514)."""
 

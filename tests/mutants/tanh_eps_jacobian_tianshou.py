@@ -1,10 +1,10 @@
-"""Mutant, as Tianshou's SAC corrects the log-probability (library-notes-torchrl-tianshou P11,
+"""Mutant, as Tianshou's SAC corrects the log-probability (bug R4,
 sac.py:25-39): log(1 - tanh(u)^2 + eps) with eps = float32 machine epsilon 1.19e-7; it stops growing at
 about 15.9 per dimension for |u| >~ 9."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "epsilon-form Jacobian log(1 - a^2 + 1.19e-7) (Tianshou)"}
+RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "R4 squashed-gaussian-jacobian-epsilon (Tianshou's log(1 - a^2 + 1.19e-7))"}
 
 EPS = float(np.finfo(np.float32).eps)
 

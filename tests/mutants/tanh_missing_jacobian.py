@@ -5,7 +5,7 @@ pre-tanh sample, with no change-of-variables correction (u = 1: -1.4189 instead 
 import numpy as np
 
 RLSPEC_MUTANT = {"clauses": ["TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-DENSITY-INTEGRATES-TO-ONE"],
-                 "bug": "tanh squashing without the Jacobian term (P11)"}
+                 "bug": "tanh squashing without the Jacobian term"}
 
 
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):

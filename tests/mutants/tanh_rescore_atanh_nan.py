@@ -1,4 +1,4 @@
-"""Mutant, as rlax's squashed_gaussian scores an action (library-notes-rlax P11): the pre-image is
+"""Mutant, as rlax's squashed_gaussian scores an action (rlax 0.1.9 through distrax): the pre-image is
 atanh(action) with no clamp, which is +-inf once tanh(u) rounds to +-1, and the log-probability is NaN."""
 
 import numpy as np

@@ -1,11 +1,11 @@
 """Mutant, as TorchRL's TanhNormal.log_prob(action) and SB3's log_prob without gaussian_actions score a
-stored squashed action (library notes P11): the pre-image is recovered as atanh of the action clamped to
+stored squashed action (bug R5): the pre-image is recovered as atanh of the action clamped to
 +-(1 - eps). Once tanh(u) saturates the recovered u is wrong (float64: at most 18.7 for any u > 18.7),
 so the density of a different sample is returned."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "scoring a saturated stored action through a clamped atanh (TorchRL, SB3)"}
+RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "R5 torchrl-tanhnormal-reinverts-through-clamped-atanh (SB3 re-scores the same way)"}
 
 
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):

@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md F5; cpnota/autonomous-learning-library #139): the correction log(1 - a^2 + 1e-6)
+"""Mutant (bug F5; cpnota/autonomous-learning-library #139): the correction log(1 - a^2 + 1e-6)
 is evaluated on the action after scaling to the bounds, which leaves (-1, 1): log of a negative number,
 NaN (u = 1, bounds [-2, 2]: a = 1.52)."""
 

@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md F1; openai/spinningup #314): the squashed action is multiplied out to the
+"""Mutant (bug F1; openai/spinningup #314): the squashed action is multiplied out to the
 bounds after the log-probability is computed, so the affine map's Jacobian -sum log((high - low)/2) is
 missing (u = 1, bounds [-2, 2]: -0.5514 instead of -1.2445)."""
 

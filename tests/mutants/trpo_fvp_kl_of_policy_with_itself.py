@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E4, dongminlee94/deep_rl #5): the KL whose Hessian gives the Fisher
+"""Mutant (bug E4, dongminlee94/deep_rl #5): the KL whose Hessian gives the Fisher
 matrix is built as KL(pi_theta || pi_theta) with neither side detached. It is identically zero as a
 function of theta, so its Hessian-vector product is zero: the "Fisher" product returns 0 (plus any
 damping), and the natural step degenerates into a rescaled plain gradient."""

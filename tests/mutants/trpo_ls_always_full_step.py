@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E2; wojzaremba/trpo #1): no working line search: the full natural step is
+"""Mutant (bug E2; wojzaremba/trpo #1): no working line search: the full natural step is
 taken whatever the surrogate and the KL say."""
 
 RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-RULE", "TRPO-LINE-SEARCH-RESTORES-ON-FAILURE"],

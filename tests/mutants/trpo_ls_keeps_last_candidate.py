@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E1; tianshou PR #1287): when every backtrack fails, the parameters are left
+"""Mutant (bug E1; tianshou PR #1287): when every backtrack fails, the parameters are left
 at the last rejected candidate instead of being restored to x0 (the loop writes each trial into the
 actor and the failure branch restores the wrong vector)."""
 

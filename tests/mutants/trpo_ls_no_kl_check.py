@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E3; joschu/modular_rl #29, ikostrikov/pytorch-trpo #15): the backtracking
+"""Mutant (bug E3; joschu/modular_rl #29, ikostrikov/pytorch-trpo #15): the backtracking
 line search accepts the first trial that improves the surrogate and never looks at the KL, trusting
 the quadratic model; a step outside the trust region is accepted."""
 

@@ -1,10 +1,10 @@
-"""Mutant, as Tianshou's NPG computes its step (library-notes-torchrl-tianshou P9, npg.py:170-177): a
+"""Mutant, as Tianshou's NPG computes its step (bug R2, tianshou/algorithm/modelfree/npg.py): a
 fixed 0.5 x (F + 0.1 I)^-1 g, with no normalisation to the KL budget and no line search. A valid
 algorithm (natural gradient ascent with a learning rate), but not a step that meets max_kl."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TRPO-NATURAL-STEP-KL-BUDGET"], "bug": "Tianshou NPG: fixed trust_region_size 0.5, no KL scaling"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-NATURAL-STEP-KL-BUDGET"], "bug": "R2 tianshou-npg-fixed-step (trust_region_size 0.5, no KL scaling)"}
 
 DAMPING, TRUST_REGION_SIZE = 0.1, 0.5
 

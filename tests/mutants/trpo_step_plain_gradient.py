@@ -1,6 +1,6 @@
 """Mutant: the Fisher matrix is used only to size the step, not to shape it: step = beta g with
 1/2 step'F step = max_kl. This is what the natural step degenerates into when the Fisher-vector product
-is a multiple of v (research bugs.md E4): the KL budget is met, the direction is not F^-1 g, and the
+is a multiple of v (bug E4): the KL budget is met, the direction is not F^-1 g, and the
 step depends on the parameterisation."""
 
 import numpy as np

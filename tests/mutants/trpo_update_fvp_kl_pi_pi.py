@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E4 in a complete update, dongminlee94/deep_rl #5): the Fisher-vector product
+"""Mutant (bug E4 in a complete update, dongminlee94/deep_rl #5): the Fisher-vector product
 differentiates KL(pi_theta || pi_theta), which is identically zero, so with the usual damping 0.1 the
 product is 0.1 v; the "natural" step is the plain gradient sized by sqrt(2 delta / 0.1 g'g), and the
 line search then backtracks along the wrong direction."""

@@ -1,4 +1,4 @@
-"""Mutant (research bugs.md E1, in a complete update): the line search writes each trial into the
+"""Mutant (bug E1, in a complete update): the line search writes each trial into the
 parameters and, when all fail, keeps the last one instead of restoring theta0."""
 
 import torch

@@ -1,4 +1,4 @@
-"""Mutant, as sb3-contrib's TRPO tests its line search (library-notes-sb3-skrl-cleanrl P9:
+"""Mutant, as sb3-contrib's TRPO tests its line search (bug R3:
 kl_divergence(distribution, old_distribution)): the acceptance test bounds KL(new || old), the reverse
 of the paper's KL(old || new), so it accepts steps outside the trust region when the policy's spread
 shrinks (and rejects steps inside it when the spread grows)."""
@@ -6,7 +6,7 @@ shrinks (and rejects steps inside it when the spread grows)."""
 import torch
 from torch.distributions import kl_divergence
 
-RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-KL-DIRECTION"], "bug": "sb3-contrib TRPO: KL(new||old) in the line-search acceptance test"}
+RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-KL-DIRECTION"], "bug": "R3 sb3-contrib-trpo-line-search-reverse-kl"}
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):

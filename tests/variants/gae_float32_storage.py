@@ -1,5 +1,5 @@
-"""Correct variant: buffers stored in float32 whatever comes in (seed 000's RolloutBuffer), float
-flags (RLSPEC_FLAGS = "float") and the seed's ``1 - done`` arithmetic; returns float32."""
+"""Correct variant: buffers stored in float32 whatever comes in (as a rollout buffer would), float
+flags (RLSPEC_FLAGS = "float") and ``1 - done`` arithmetic; returns float32."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Correct variant: torch tensors in and out, seed 001's two masks (bootstrap and trace)."""
+"""Correct variant: torch tensors in and out, two masks (bootstrap and trace)."""
 
 import torch
 

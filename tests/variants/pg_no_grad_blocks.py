@@ -1,5 +1,5 @@
 """Correct variant: weights and TD targets built under torch.no_grad(), an explicit sum / T, float
-masks from the bool flags, and F.mse_loss for the critic (the seed's actor_critic_losses layout)."""
+masks from the bool flags, and F.mse_loss for the critic (a common actor_critic_losses layout)."""
 
 import torch
 import torch.nn.functional as F

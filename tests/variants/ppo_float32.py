@@ -1,5 +1,5 @@
 """Correct variant that computes in float32 whatever it is given (as Tianshou casts its ratio with
-.float()), normalises with the population std (seed 001's std(unbiased=False) + 1e-8) in numpy,
+.float()), normalises with the population std (std(unbiased=False) + 1e-8) in numpy,
 and says so: RLSPEC_PRECISION = "float32", advantage_std_ddof = 0."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Correct variant: seed 001's minimal continuous-control update: normalisation over the whole batch
+"""Correct variant: a minimal continuous-control update: normalisation over the whole batch
 with the population std (std(unbiased=False)), 0.5 * MSE for the value, the joint log-prob and
 entropy summed over action dimensions, and the KL early stop on the mean of the epoch's minibatch
 KLs. Its conventions are declared."""
