@@ -208,19 +208,20 @@ class KnownAnswer:
         return 0.0 if decimals is None else float(f"5e-{decimals + 1}")
 
     def arrays(self, part: str = "inputs") -> dict[str, Any]:
-        """``inputs`` or ``outputs`` with lists as numpy arrays (bool lists as bool arrays), in the
-        operation's argument order: keyword arguments for the candidate's call."""
+        """``inputs`` or ``outputs`` with the lists of array arguments as numpy arrays (float64; bool and integer
+        arguments as bool and int64 arrays; fractions as the nearest floats), in the operation's argument order:
+        keyword arguments for the candidate's call. Data for a callable or object argument stays as written."""
         import numpy as np
 
         values = getattr(self, part)
         spec = operations()[self.operation]
-        order = [a.name for a in (spec.inputs if part == "inputs" else spec.outputs)]
+        arguments = {a.name: a for a in (spec.inputs if part == "inputs" else spec.outputs)}
         converted = {}
-        for name in sorted(values, key=order.index):
+        for name in sorted(values, key=list(arguments).index):
             value = _floats(values[name]) if _is_data(values[name], _is_number) else values[name]
-            if isinstance(value, list):
+            if isinstance(value, list) and arguments[name].type in ("array", "bool", "integer"):
                 flat = np.asarray(value)
-                value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.float64)
+                value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.int64 if arguments[name].type == "integer" else np.float64)
             converted[name] = value
         return converted
 
@@ -357,7 +358,7 @@ def _is_data(value, leaf) -> bool:
 _KNOWN_VALUE = {
     "array": lambda v: _is_data(v, _is_number),
     "bool": lambda v: _is_data(v, lambda x: isinstance(x, bool)),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "integer": lambda v: _is_data(v, lambda x: isinstance(x, int) and not isinstance(x, bool)),
     "scalar": _is_number,
     "string": lambda v: isinstance(v, str),
     "callable": lambda v: isinstance(v, (list, dict)),
