@@ -30,6 +30,10 @@ from hypothesis.extra import numpy as hnp
 
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
+from ..strategies import real_arrays
+from ..strategies import trust_region as draws
+from ..strategies.trust_region import with_spectrum
+from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # declared conventions
@@ -106,57 +110,6 @@ def matvec(A: np.ndarray, name: str = "A") -> SuiteFunction:
 # SPD systems
 
 
-def rotation(n: int) -> np.ndarray:
-    """A fixed orthogonal matrix: the Householder reflection of w = (1, 2, ..., n)."""
-    w = np.arange(1.0, n + 1.0)
-    return np.eye(n) - 2.0 * np.outer(w, w) / (w @ w)
-
-
-def with_spectrum(eigenvalues, Q=None) -> np.ndarray:
-    eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
-    Q = rotation(len(eigenvalues)) if Q is None else Q
-    A = (Q * eigenvalues) @ Q.T
-    return (A + A.T) / 2
-
-
-@st.composite
-def spd_matrices(draw, *, n=st.integers(1, 8), max_condition: float = 1e6, scale=(-2.0, 2.0)):
-    """Symmetric positive definite matrices with condition number up to ``max_condition``: the extreme
-    eigenvalues s and s kappa, the others log-uniform between, in a drawn orthonormal basis."""
-    size = draw(n, label="n")
-    log_kappa = draw(st.floats(0.0, math.log10(max_condition)), label="log10 condition")
-    fractions = draw(hnp.arrays(np.float64, size, elements=st.floats(0.0, 1.0)), label="eigenvalue positions")
-    eigenvalues = 10.0 ** (log_kappa * fractions)
-    eigenvalues[0] = 1.0
-    if size > 1:
-        eigenvalues[-1] = 10.0**log_kappa
-    s = 10.0 ** draw(st.floats(*scale), label="log10 scale")
-    basis = draw(hnp.arrays(np.float64, (size, size), elements=st.floats(-1.0, 1.0)), label="basis")
-    Q, _ = np.linalg.qr(basis + np.eye(size) * 1e-3)
-    return with_spectrum(s * eigenvalues, Q)
-
-
-def flush(a: np.ndarray) -> np.ndarray:
-    """Magnitudes below 1e-6 set to 0: a float32 run rounds the inputs, and a value that underflows there (or
-    runs into subnormals) tests the dtype, not the clause."""
-    return np.where(np.abs(a) < 1e-6, 0.0, a)
-
-
-def reals(low: float, high: float):
-    """Floats in [low, high], flushed as above."""
-    return st.floats(low, high, allow_subnormal=False).map(lambda x: float(flush(np.float64(x))))
-
-
-def real_arrays(shape, low: float, high: float):
-    """float64 arrays of ``shape`` (an int, tuple or strategy) with elements in [low, high], flushed as above
-    (the flush is applied to the whole array: per-element mapped strategies draw several times slower)."""
-    return hnp.arrays(np.float64, shape, elements=st.floats(low, high, allow_subnormal=False)).map(flush)
-
-
-def vectors(n: int, *, max_abs: float = 10.0, min_norm: float = 1e-3):
-    return real_arrays(n, -max_abs, max_abs).filter(lambda v: np.linalg.norm(v) >= min_norm)
-
-
 def condition(A: np.ndarray) -> tuple[float, float, float]:
     """(lambda_min, lambda_max, kappa) of a symmetric positive definite matrix."""
     eigenvalues = np.linalg.eigvalsh(A)
@@ -214,9 +167,15 @@ def natural_step_errors(P, u: float, g_norm: float = 1.0, stop: float = 0.0) -> 
 # ---------------------------------------------------------------------------------------------
 # conjugate gradient
 
+def known_system(answer_id: str):
+    """A conjugate_gradient known answer's (A, b) (spec/contract/50_trpo.toml: matvec holds A)."""
+    x = contract.known_answer(answer_id).arrays()
+    return np.asarray(x["matvec"], dtype=np.float64), x["b"]
+
+
 CG_KNOWN = [
     # x = (1/11, 7/11); kappa = 1.94. Steepest descent (no conjugation) is still 1e-3 off after 6 steps.
-    (np.array([[4.0, 1.0], [1.0, 3.0]]), np.array([1.0, 2.0])),
+    known_system("trpo.cg-2x2"),
     # kappa = 1e6 in a rotated basis: the clause's worst conditioning.
     (with_spectrum([1.0, 1e6]), np.array([1.0, 1.0])),
     # five eigenvalues over six decades, rotated; b not aligned with any eigenvector.
@@ -253,12 +212,7 @@ def cg_solves_spd(ctx):
     for A, b in CG_KNOWN:
         verify(A, b)
 
-    @st.composite
-    def systems(draw):
-        A = draw(spd_matrices())
-        return A, draw(vectors(A.shape[0]), label="b")
-
-    ctx.property(systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
+    ctx.property(draws.spd_systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,18 +333,7 @@ def fvp_equals_fisher(ctx):
     for policy, theta, v in FVP_KNOWN:
         verify(policy, theta, v)
 
-    @st.composite
-    def cases(draw):
-        kind = draw(st.sampled_from(["categorical", "gaussian"]), label="family")
-        B, m = draw(st.integers(1, 4), label="B"), draw(st.integers(1, 3), label="m")
-        size = draw(st.integers(2, 4) if kind == "categorical" else st.integers(1, 3), label="actions / dims")
-        features = draw(real_arrays((B, m), -2.0, 2.0), label="features")
-        policy = Policy(kind, features, size)
-        theta = draw(real_arrays(policy.n_params, -1.5, 1.5), label="params")
-        v = draw(real_arrays(policy.n_params, -2.0, 2.0), label="v")
-        return policy, theta, v
-
-    ctx.property(cases(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
+    ctx.property(draws.policy_points(), lambda c: verify(Policy(*c[:3]), *c[3:]), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,8 +351,14 @@ def run_natural_step(ctx, F, g, max_kl):
 
 # E4's smallest input: F = diag(1, 100), g = (1, 1), max_kl = 0.01. The natural step
 # is (0.1407, 0.0014); a plain-gradient step scaled to the budget is (0.0199, 0.0199) (undamped).
+def known_step(answer_id: str):
+    """A natural_step known answer's (F, g, max_kl) (fvp holds F)."""
+    x = contract.known_answer(answer_id).arrays()
+    return np.asarray(x["fvp"], dtype=np.float64), x["grad"], x["max_kl"]
+
+
 STEP_KNOWN = [
-    (np.diag([1.0, 100.0]), np.array([1.0, 1.0]), 0.01),
+    known_step("trpo.natural-step-e4"),
     (with_spectrum([0.5, 3.0, 40.0]), np.array([1.0, -0.5, 2.0]), 0.05),
     (np.array([[2.0, 0.9], [0.9, 1.0]]), np.array([-1.0, 0.25]), 1.0),
 ]
@@ -417,14 +366,6 @@ STEP_KNOWN = [
 
 def damped(F, damp):
     return F + damp * np.eye(F.shape[0])
-
-
-@st.composite
-def step_problems(draw, max_condition: float = 100.0):
-    F = draw(spd_matrices(n=st.integers(1, 6), max_condition=max_condition, scale=(-1.0, 1.0)))
-    g = draw(vectors(F.shape[0], max_abs=5.0, min_norm=1e-2), label="grad")
-    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
-    return F, g, max_kl
 
 
 @check("TRPO-NATURAL-STEP-DIRECTION")
@@ -468,7 +409,7 @@ def natural_step_direction(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
+    ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-NATURAL-STEP-KL-BUDGET")
@@ -501,7 +442,7 @@ def natural_step_kl_budget(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
+    ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # Invariance. theta = M phi maps the problem (g, F) to (M'g, M'F M). The exact steps satisfy
@@ -557,15 +498,7 @@ def natural_step_invariance(ctx):
     for F, g, max_kl, M in INVARIANCE_KNOWN:
         verify(F, g, max_kl, M)
 
-    @st.composite
-    def problems(draw):
-        F, g, max_kl = draw(step_problems(max_condition=30.0))
-        n = F.shape[0]
-        M = draw(hnp.arrays(np.float64, (n, n), elements=st.floats(-1.0, 1.0)), label="M") + 2.0 * np.eye(n)
-        assume(np.linalg.cond(M) <= 4.0)
-        return F, g, max_kl, M
-
-    ctx.property(problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
+    ctx.property(draws.reparameterised_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,44 +633,19 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     return True
 
 
-LINE_SEARCH_KNOWN = [
-    # KL binds at the full step (kl 0.03 > 0.01), the half step qualifies (0.0075).
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.03, d=0.0, max_kl=0.01, max_backtracks=10),
-    # The surrogate binds: it falls at t = 1 (gain -0.5) and rises at t = 0.5 (+0.125); the KL never binds.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=-1.5, c=0.001, d=0.0, max_kl=0.01, max_backtracks=10),
-    # Both: t = 1 and 0.5 lose, t = 0.25 gains 0.0625 with kl 0.00125.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=-3.0, c=0.02, d=0.0, max_kl=0.01, max_backtracks=10),
-    # The full step qualifies.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.005, d=0.0, max_kl=0.01, max_backtracks=10),
-]
-
-LINE_SEARCH_FAILURES = [
-    # bug E1's smallest input: one trial and a budget no step meets -> x0.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=1.0, d=0.0, max_kl=1e-12, max_backtracks=1),
-    # The surrogate never improves.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=-1.0, b=0.0, c=0.0, d=0.0, max_kl=0.01, max_backtracks=5),
-    # The KL is too large at every trial of ten.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=0.0, c=1e6, d=0.0, max_kl=1e-3, max_backtracks=10),
-]
+def known_scenario(answer_id: str) -> Scenario:
+    """A line_search known answer (spec/contract/50_trpo.toml) as the suite's scenario: the surrogate and kl
+    inputs hold its coefficients."""
+    x = contract.known_answer(answer_id).inputs
+    s, k = x["surrogate"], x["kl"]
+    return Scenario(x["x0"], x["fullstep"], s["a"], s["b"], k["c"], k["d"], x["max_kl"], x["max_backtracks"], s["offset"])
 
 
-@st.composite
-def scenarios(draw, *, failing: bool = False):
-    n = draw(st.integers(1, 4), label="n")
-    x0 = draw(real_arrays(n, -4.0, 4.0), label="x0")
-    f = draw(vectors(n, max_abs=4.0, min_norm=1e-2), label="fullstep")
-    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
-    max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
-    a = draw(st.floats(-1.0, 1.0), label="a")
-    b = draw(st.floats(-4.0, 1.0), label="b")
-    c = max_kl * 10.0 ** draw(st.floats(-2.0, 3.0), label="log10 c / max_kl")
-    d = max_kl * draw(st.floats(0.0, 10.0), label="d / max_kl")
-    if failing:  # no trial can qualify: the surrogate never rises, or the KL exceeds max_kl at every trial
-        if draw(st.booleans(), label="never improves"):
-            a, b = -abs(a) - 1e-3, -abs(b)
-        else:
-            c = max_kl * 2.0 ** (2 * max_backtracks) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 excess")
-    return Scenario(x0, f, a, b, c, d, max_kl, max_backtracks)
+# The KL binds, the surrogate binds, both, neither (the full step qualifies).
+LINE_SEARCH_KNOWN = [known_scenario(f"trpo.line-search-{name}") for name in ("kl-binds", "surrogate-binds", "both-bind", "full-step")]
+# No trial qualifies: bug E1's smallest input (one trial, a budget no step meets), a surrogate that never
+# improves, a KL too large at every trial of ten.
+LINE_SEARCH_FAILURES = [known_scenario(f"trpo.line-search-{name}") for name in ("e1-restore", "never-improves", "kl-always-too-large")]
 
 
 @check("TRPO-LINE-SEARCH-RULE")
@@ -745,7 +653,7 @@ def line_search_rule(ctx):
     """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
     for scenario in LINE_SEARCH_KNOWN + LINE_SEARCH_FAILURES[:1]:
         verify_line_search(ctx, scenario)
-    ctx.property(scenarios(), lambda s: assume(verify_line_search(ctx, s)), label="drawn", tier="known-answers-first")
+    ctx.property(draws.line_searches(), lambda s: assume(verify_line_search(ctx, Scenario(*s))), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
@@ -753,7 +661,7 @@ def line_search_restores(ctx):
     """When no trial improves the surrogate within the KL budget the line search returns x0 itself."""
     for scenario in LINE_SEARCH_FAILURES:
         verify_line_search(ctx, scenario, only_failures=True)
-    ctx.property(scenarios(failing=True), lambda s: assume(verify_line_search(ctx, s, only_failures=True)), label="drawn",
+    ctx.property(draws.line_searches(failing=True), lambda s: assume(verify_line_search(ctx, Scenario(*s), only_failures=True)), label="drawn",
                  tier="known-answers-first")
 
 
