@@ -88,3 +88,8 @@ def rewards_to_go_tolerance(rewards, gamma, u):
     zeros = np.zeros_like(rewards)
     flags = np.zeros(rewards.shape, dtype=bool)
     return gae_tolerance(rewards, zeros, zeros, flags, flags, gamma, 1.0, u)
+
+
+def td_terms(rewards, values, next_values, terminated, gamma):
+    """``m_t``: the magnitudes that make up delta_t (no bootstrap term on terminated steps)."""
+    return np.abs(rewards) + abs(gamma) * np.where(terminated, 0.0, np.abs(next_values)) + np.abs(values)

@@ -149,11 +149,10 @@ def _reinforce(x, ref, u, conv):
 
 @rule("actor_critic_losses")
 def _actor_critic(x, ref, u, conv):
-    from .clauses import pg
-    from .tolerances import TINY, smallest_normal
+    from .tolerances import TINY, smallest_normal, td_terms
 
     T, s, f = len(x["logp"]), 1.0 / len(x["logp"]), 1.0  # the contract's defaults: mean reduction, critic factor 1
-    m = pg.td_terms(x["rewards"], x["values"], x["next_values"], x["terminated"], x["gamma"])
+    m = td_terms(x["rewards"], x["values"], x["next_values"], x["terminated"], x["gamma"])
     eta = smallest_normal(u)
     zeros = Bound.of(np.zeros(T), 0.0)
     return {
@@ -170,15 +169,15 @@ def _actor_critic(x, ref, u, conv):
 
 @rule("ppo_clip_loss")
 def _ppo_clip(x, ref, u, conv):
-    from .clauses import ppo
+    from . import clipping
 
-    clip = ppo.ClipRange(conv.get("dual_clip"), conv.get("clip_eps_high"))  # the case's declared clip shape
+    clip = clipping.ClipRange(conv.get("dual_clip"), conv.get("clip_eps_high"))  # the case's declared clip shape
     lpn, lpo, A, eps = x["logp_new"], x["logp_old"], x["advantages"], x["clip_eps"]
     r, B = np.exp(lpn - lpo), len(A)
-    low, high = ppo.log_derivative_bounds(r, A, eps, clip, ppo.ratio_relative_error(lpn, lpo, u))
+    low, high = clipping.log_derivative_bounds(r, A, eps, clip, clipping.ratio_relative_error(lpn, lpo, u))
     # the derivative from the formula: one value off the kinks (low == high), the midpoint of the subgradients at one
-    return {"loss": Bound.of(-float(np.mean(ppo.clip_objective(r, A, eps, clip))), ppo.clip_loss_tolerance(lpn, lpo, A, eps, clip, u)),
-            _grad("logp_new"): Bound.of(-(low + high) / (2 * B), ppo.clip_gradient_tolerance(lpn, lpo, A, u), low=-high / B, high=-low / B)}
+    return {"loss": Bound.of(-float(np.mean(clipping.clip_objective(r, A, eps, clip))), clipping.clip_loss_tolerance(lpn, lpo, A, eps, clip, u)),
+            _grad("logp_new"): Bound.of(-(low + high) / (2 * B), clipping.clip_gradient_tolerance(lpn, lpo, A, u), low=-high / B, high=-low / B)}
 
 
 @rule("ppo_value_loss")
@@ -218,10 +217,10 @@ def _entropy(x, ref, u, conv):
 
 @rule("kl_estimate")
 def _kl_estimate(x, ref, u, conv):
-    from .clauses import kl
+    from . import kl_estimators
 
     a, b, kind = x["logp_sampler"], x["logp_other"], x["kind"]
-    return {"estimates": Bound.of(kl.exact(kind, a, b), kl.per_sample_tolerance(kind, a, b, u))}
+    return {"estimates": Bound.of(kl_estimators.exact(kind, a, b), kl_estimators.per_sample_tolerance(kind, a, b, u))}
 
 
 @rule("kl_coefficient_update")
@@ -314,8 +313,9 @@ def _scaled_tanh(x, ref, u, conv):
 @rule("token_gae")
 def _token_gae(x, ref, u, conv):
     from .clauses import rlhf
+    from .strategies.tokens import GaeCase
 
-    case = rlhf.GaeCase(x["rewards"], x["values"], x["mask"], x["gamma"], x["lam"])
+    case = GaeCase(x["rewards"], x["values"], x["mask"], x["gamma"], x["lam"])
     advantages, tol = rlhf.compacted_gae(case, u)
     mask = x["mask"]
     return {"advantages": Bound.of(advantages, tol, compared=mask),

@@ -282,6 +282,43 @@ def test_known_answers_name_real_clauses_and_use_their_operation():
             assert clause_id in ids and answer.operation in ids[clause_id].operations, (answer.id, clause_id)
 
 
+DECIMAL = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
+
+
+def _numbers(value):
+    """Every finite number in a known answer's data (fractions as floats), flattened."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, str) and "/" in value:
+        return [float(Fraction(value))]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else []
+
+
+@pytest.mark.parametrize("clause_id", sorted({c for a in contract.known_answers().values() for c in a.clauses}))
+def test_the_statements_quote_their_known_answers(clause_id):
+    """The catalogue's statements keep their numbers in prose (they are the normative statement); where one quotes a
+    number of its clause's known answers it must agree with it. A decimal of the statement with three or more
+    significant digits within 1% of a known-answer number counts as a quote (numbers the statement uses for
+    other things, an epsilon, a clamp, are not that close to any); it agrees when the two are equal to half a unit
+    in the statement's last decimal, or in the known answer's published last decimal."""
+    answers = [a for a in contract.known_answers().values() if clause_id in a.clauses]
+    pool = [(v, a.published_error(name) if name in {**a.outputs, **a.derived} else 0.0)
+            for a in answers for part in ("inputs", "outputs", "derived") for name, value in getattr(a, part).items()
+            for v in _numbers(value)]
+    statement = catalogue.by_id(clause_id).statement
+    for match in DECIMAL.finditer(statement):
+        text = match.group(0)
+        quoted, decimals = abs(float(text)), len(text.split(".")[1])
+        if len(text.lstrip("+-").replace(".", "").lstrip("0")) < 3:
+            continue
+        close = [(abs(v), e) for v, e in pool if abs(abs(v) - quoted) <= 0.01 * quoted]
+        if close:
+            assert any(abs(v - quoted) <= max(0.5 * 10.0**-decimals, e) + 1e-15 for v, e in close), \
+                f"{clause_id}'s statement quotes {text}; its known answers say {sorted({v for v, _ in close})}"
+
+
 def _load_with(tmp_path, monkeypatch, old: str, new: str):
     """Load the contract with one replacement in 10_gae.toml's first known answer."""
     source = (ROOT / "spec" / "contract" / "10_gae.toml").read_text()

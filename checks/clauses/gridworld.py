@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, mismatch_table
 from ..registry import check
-from ..strategies import Rollout
+from ..strategies import Rollout, rounded
+from ..strategies import gridworld as draws
 from ..tolerances import gae_tolerance
 from ...reference import gridworld as gw
 
@@ -324,19 +325,12 @@ def check_expectation(ctx, policy: Policy, critic_float, lam: float, expected_fn
 # Hypothesis: drawn policies (tabular logits), trace factors and critics
 
 def policies():
+    """Drawn tabular policies: drawn logits rounded to a dyadic softmax (the name is the replay expression)."""
     S, A = float_mdp().P.shape[:2]
-    logits = st.lists(st.sampled_from([-2.0, -1.0, 0.0, 0.5, 1.0, 2.0]), min_size=S * A, max_size=S * A)
-    return logits.map(lambda z: dyadic_policy(np.reshape(z, (S, A)), f"dyadic_policy(np.reshape({z!r}, ({S}, {A})))"))
+    return draws.policy_logits().map(lambda z: dyadic_policy(np.reshape(z, (S, A)), f"dyadic_policy(np.reshape({z!r}, ({S}, {A})))"))
 
 
-def trace_factors():
-    return st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0]) | st.floats(0.0, 1.0)
-
-
-def critics():
-    """V over every cell, terminal cells included (their values must be ignored)."""
-    S = len(float_mdp().terminal)
-    return st.lists(st.floats(-2.0, 2.0, allow_nan=False, width=32), min_size=S, max_size=S).map(np.array)
+trace_factors, critics = draws.trace_factors, draws.critics
 
 
 # ---------------------------------------------------------------------------------------------
@@ -621,7 +615,8 @@ def transitions() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def actor_critic_expectation(ctx):
     """Every transition of the gridworld in one batch: the actor's weight delta = -d actor_loss / d logp
     (divided by the declared reduction), averaged over s' ~ P(.|s,a), is A^pi(s, a) for the exact critic."""
-    from .pg import gradients, reduction_scale
+    from ..gradients import gradients
+    from .pg import reduction_scale
 
     mdp = float_mdp()
     s, a, s_next, prob = transitions()
@@ -637,9 +632,9 @@ def actor_critic_expectation(ctx):
             "terminated": mdp.terminal[s_next],
             "gamma": WORLD.gamma,
         }
-        rounded = {k: (v.astype(ctx.dtype).astype(np.float64) if isinstance(v, np.ndarray) and v.dtype != bool else v)
+        received = {k: (rounded(v, ctx.dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v)
                    for k, v in args.items()}
-        call = ctx.call("actor_critic_losses", rounded, array="torch", requires_grad=("logp", "values", "next_values"),
+        call = ctx.call("actor_critic_losses", received, array="torch", requires_grad=("logp", "values", "next_values"),
                         outputs=2, shape=())
         grads = gradients(call.raw[0], {n: call.inputs[n] for n in ("logp", "values", "next_values")})
         delta = -grads["logp"] / reduction_scale(ctx, B)  # (B,) the weight each log-probability gets
@@ -655,8 +650,8 @@ def actor_critic_expectation(ctx):
         # * rounding the exact inputs (V^pi, -0.04, 0.99) to float64 first: 6 u64 m, taken as 8 u64 m;
         # * the suite's P-weighted sum of n <= 3 terms in float64, each P rounded once: (2 n - 1) u64
         #   sum P |delta| <= 5 u64 sum P |delta|; and u64 |E| for rounding the exact expectation.
-        m = np.abs(rounded["rewards"]) + WORLD.gamma * np.where(args["terminated"], 0.0, np.abs(rounded["next_values"])) \
-            + np.abs(rounded["values"])
+        m = np.abs(received["rewards"]) + WORLD.gamma * np.where(args["terminated"], 0.0, np.abs(received["next_values"])) \
+            + np.abs(received["values"])
         per_sample = (16 * call.unit_roundoff + 8 * U64) * m
         tol = np.bincount(pair, weights=prob * per_sample)[pairs] + 5 * U64 * np.bincount(pair, weights=prob * np.abs(delta))[pairs] \
             + U64 * np.abs(expected)

@@ -30,7 +30,7 @@ from hypothesis.extra import numpy as hnp
 
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
-from ..strategies import real_arrays
+from ..strategies import real_arrays, rounded
 from ..strategies import trust_region as draws
 from ..strategies.trust_region import with_spectrum
 from ...spec import contract
@@ -238,7 +238,7 @@ class Policy:
 
     def rounded(self, dtype) -> "Policy":
         """The same policy with features representable in ``dtype`` (the candidate casts them to it)."""
-        features = self.features.astype(dtype).astype(np.float64)
+        features = rounded(self.features, dtype)
         return self if np.array_equal(features, self.features) else Policy(self.kind, features, self.size)
 
     def __repr__(self) -> str:
@@ -307,8 +307,7 @@ def fvp_equals_fisher(ctx):
 
     def verify(policy, theta, v):
         policy = policy.rounded(ctx.dtype)
-        theta = theta.astype(ctx.dtype).astype(np.float64)
-        v = v.astype(ctx.dtype).astype(np.float64)
+        theta, v = rounded(theta, ctx.dtype), rounded(v, ctx.dtype)
         call = ctx.call("fisher_vector_product", {"policy": policy, "params": theta, "v": v}, array="torch",
                         shape=(policy.n_params,))
         F, magnitude = exact_fisher(policy, theta)
@@ -342,7 +341,7 @@ def fvp_equals_fisher(ctx):
 
 def run_natural_step(ctx, F, g, max_kl):
     n = len(g)
-    g = g.astype(ctx.dtype).astype(np.float64)
+    g = rounded(g, ctx.dtype)
     fvp = matvec(F, "F")
     call = ctx.call("natural_step", {"grad": g, "fvp": fvp, "max_kl": max_kl, "cg_iters": CG_STEPS_PER_DIM * n},
                     shape=(n,))
@@ -470,11 +469,11 @@ def natural_step_invariance(ctx):
     def verify(F, g, max_kl, M):
         if damp > 0:  # declared damping: only orthogonal reparameterisations leave F + damping I covariant
             M, _ = np.linalg.qr(M)
-        g = g.astype(ctx.dtype).astype(np.float64)
+        g = rounded(g, ctx.dtype)
         step_theta, g, call_theta = run_natural_step(ctx, F, g, max_kl)
         F_phi = M.T @ F @ M
         F_phi = (F_phi + F_phi.T) / 2
-        g_phi = (M.T @ g).astype(ctx.dtype).astype(np.float64)
+        g_phi = rounded(M.T @ g, ctx.dtype)
         step_phi, g_phi, call_phi = run_natural_step(ctx, F_phi, g_phi, max_kl)
         P_theta, P_phi = damped(F, damp), damped(F_phi, damp)
         lam_min, _, _ = condition(P_theta)
@@ -520,7 +519,7 @@ class Scenario:
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
 
     def rounded(self, dtype) -> "Scenario":
-        cast = lambda v: v.astype(dtype).astype(np.float64)
+        cast = lambda v: rounded(v, dtype)
         return Scenario(cast(self.x0), cast(self.f), self.a, self.b, self.c, self.d, self.max_kl, self.max_backtracks, self.offset)
 
     def t(self, x) -> float:
@@ -692,7 +691,7 @@ class UpdateProblem:
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
 
     def rounded(self, dtype) -> "UpdateProblem":
-        cast = lambda v: v.astype(dtype).astype(np.float64)
+        cast = lambda v: rounded(v, dtype)
         actions = self.actions if self.policy.kind == "categorical" else cast(self.actions)
         return UpdateProblem(self.policy.rounded(dtype), cast(self.theta0), actions, cast(self.advantages), self.max_kl,
                              self.max_backtracks)

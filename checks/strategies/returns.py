@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
-from .base import _check_dtype, discounts, finite_floats
+from .base import _check_dtype, discounts, finite_floats, rounded
 
 NONE, TERMINATED, TRUNCATED, BOTH = 0, 1, 2, 3
 
@@ -62,7 +62,7 @@ class Rollout:
 
     def rounded(self, dtype) -> "Rollout":
         """The same rollout with every float array rounded to ``dtype`` (kept as float64)."""
-        cast = lambda a: np.asarray(a, dtype=np.float64).astype(dtype).astype(np.float64)
+        cast = lambda a: rounded(a, dtype)
         return replace(self, rewards=cast(self.rewards), values=cast(self.values), next_values=cast(self.next_values))
 
     @classmethod
@@ -140,4 +140,4 @@ def episodes(draw, *, T: int | st.SearchStrategy[int] = st.integers(1, 24), elem
     elements = elements if elements is not None else finite_floats(dtype=dtype)
     rewards = draw(hnp.arrays(np.float64, (steps,), elements=elements), label="rewards")
     g = draw(gamma if isinstance(gamma, st.SearchStrategy) else st.just(gamma) if gamma is not None else discounts(), label="gamma")
-    return rewards.astype(dtype).astype(np.float64), float(g)
+    return rounded(rewards, dtype), float(g)
