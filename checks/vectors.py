@@ -201,7 +201,7 @@ def _normalize(x, ref, u, conv):
     A = x["advantages"]
     if len(A) < 2 or np.ptp(A) == 0:  # one element or constant: the contract asks only for a finite result
         return {"advantages": Bound.finite(A.shape)}
-    conv = ppo.Conventions(_DefaultContext())
+    conv = ppo.Conventions(_CaseContext(conv))  # the case's ddof, eps and eps form (a known answer may declare them)
     return {"advantages": Bound.of(ppo.normalised(A, conv)[0], ppo.normalisation_tolerance(A, conv, u))}
 
 
@@ -335,7 +335,7 @@ def _assemble(x, ref, u, conv):
 def _groups(x, ref, u, conv):
     from .clauses import grpo
 
-    conv = grpo.GroupConventions()  # the contract's defaults
+    conv = grpo.group_conventions(_CaseContext(conv))  # the case's conventions (a known answer may declare them)
     scores, groups, kind = x["scores"], x["groups"].astype(np.int64), x["kind"]
     return {"advantages": Bound.of(grpo.expected_advantages(scores, groups, kind, conv), grpo.group_tolerance(scores, groups, kind, conv, u))}
 
@@ -380,11 +380,15 @@ VECTOR_OPERATIONS = tuple(op for op in contract.operations() if op in RULES)
 OBJECT_TYPES = ("object", "mapping")
 
 
-class _DefaultContext:
-    """The contract's defaults, for the chapters' convention views (vectors assume the defaults)."""
+class _CaseContext:
+    """A case's conventions (as written in it; the contract's default for the rest), for the chapters' views."""
+
+    def __init__(self, conventions: dict):
+        self.conventions = conventions
 
     def convention(self, key):
-        return contract.convention(key).default
+        spec = contract.convention(key)
+        return spec.validate(self.conventions[key]) if key in self.conventions else spec.default
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
 from ..strategies import gaussian as draws
 from ..strategies import rounded as _rounded
+from ..tolerances import TINY
 from ...spec import contract
 
 LOG_2 = math.log(2.0)
@@ -97,7 +98,7 @@ def magnitudes(mean, log_std, x):
 def diag_tolerance(mean, log_std, x, u):
     m = magnitudes(mean, log_std, x)
     D = m.shape[-1]
-    return 2.0 * (D + 10) * u * np.sum(m, axis=-1) + 1e-300
+    return 2.0 * (D + 10) * u * np.sum(m, axis=-1) + TINY
 
 
 def tanh_tolerance(mean, log_std, u_pre, u):
@@ -230,7 +231,7 @@ def entropy(ctx):
         out = call.outputs[0]
         D = log_std.shape[1]
         # D terms 1/2 (1 + log 2 pi) + log_std_d, each with <= 3 roundings, summed: (D + 4) u sum(|log_std| + 1.5); doubled for the oracle.
-        tol = 2.0 * (D + 4) * call.unit_roundoff * np.sum(np.abs(log_std) + 1.5, axis=-1) + 1e-300
+        tol = 2.0 * (D + 4) * call.unit_roundoff * np.sum(np.abs(log_std) + 1.5, axis=-1) + TINY
         expected = np.sum(0.5 * (1.0 + LOG_2PI) + log_std, axis=-1)
 
         def diagnose(actual):

@@ -26,11 +26,10 @@ from ..assertions import ClauseFailure, mismatch_table
 from ..registry import check
 from ..strategies import Rollout, rounded
 from ..strategies import gridworld as draws
-from ..tolerances import gae_tolerance
+from ..tolerances import U64, gae_tolerance
 from ...reference import gridworld as gw
 
 WORLD = gw.GRIDWORLD
-U64 = 2.0**-53
 POLICY_BITS = 12  # drawn policies are multiples of 2^-12: exact in float64 and small as Fractions
 
 

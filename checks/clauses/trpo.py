@@ -33,6 +33,7 @@ from ..registry import check
 from ..strategies import real_arrays, rounded
 from ..strategies import trust_region as draws
 from ..strategies.trust_region import with_spectrum
+from ..tolerances import TINY, U64
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -159,8 +160,7 @@ def natural_step_errors(P, u: float, g_norm: float = 1.0, stop: float = 0.0) -> 
     k = CG_STEPS_PER_DIM * n
     rho = 4.0 * k * u * kappa + math.sqrt(stop) / max(g_norm, 1e-300)
     eps_dir = math.sqrt(kappa) * rho
-    u64 = 2.0**-53
-    eps_kl = 2.0 * kappa * rho + (2 * n + 8) * u * math.sqrt(n) * kappa + (2 * n + 4) * u64 * math.sqrt(n) * kappa
+    eps_kl = 2.0 * kappa * rho + (2 * n + 8) * u * math.sqrt(n) * kappa + (2 * n + 4) * U64 * math.sqrt(n) * kappa
     return eps_dir, eps_kl
 
 
@@ -287,7 +287,7 @@ def exact_fisher(policy: Policy, theta: np.ndarray) -> tuple[np.ndarray, np.ndar
 def fvp_tolerance(policy: Policy, magnitude, v, damp: float, u: float) -> np.ndarray:
     K = policy.size + 1
     c = policy.n_params + 2 * K + policy.batch + 20
-    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + 1e-300
+    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + TINY
 
 
 FVP_KNOWN = [
@@ -381,7 +381,7 @@ def natural_step_direction(ctx):
         along = (step @ P @ x) / (x @ P @ x)
         parallel = along * x
         size = math.sqrt(max(step @ P @ step, 0.0))
-        tol = eps_dir * size / math.sqrt(lam_min) + 1e-300
+        tol = eps_dir * size / math.sqrt(lam_min) + TINY
         if step @ g <= 0:
             raise ClauseFailure(
                 f"natural_step: the step does not ascend the surrogate (g'step = {step @ g:.6g} <= 0); expected a positive "
@@ -481,9 +481,9 @@ def natural_step_invariance(ctx):
         e_dir_t, e_kl_t = natural_step_errors(P_theta, call_theta.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
         e_dir_p, e_kl_p = natural_step_errors(P_phi, call_phi.unit_roundoff, np.linalg.norm(g_phi), cg_stop(ctx))
         u = max(call_theta.unit_roundoff, call_phi.unit_roundoff)
-        rounding_phi = kappa_phi * 2 * len(g) * 2.0**-53 * float(np.linalg.cond(M)) ** 2 + 2 * u * math.sqrt(kappa_phi)
+        rounding_phi = kappa_phi * 2 * len(g) * U64 * float(np.linalg.cond(M)) ** 2 + 2 * u * math.sqrt(kappa_phi)
         eps = e_dir_t + e_kl_t + e_dir_p + e_kl_p + rounding_phi
-        tol = eps * math.sqrt(2 * max_kl) / math.sqrt(lam_min) + 1e-300
+        tol = eps * math.sqrt(2 * max_kl) / math.sqrt(lam_min) + TINY
 
         def diagnose(actual):
             if np.allclose(step_theta / np.linalg.norm(step_theta), g / np.linalg.norm(g), atol=1e-6):
@@ -600,7 +600,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     t_exp = 0.0 if t_expected is None else t_expected
     k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
     expected = scenario.x0 + t_exp * scenario.f
-    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + 1e-300
+    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + TINY
     if t_expected is None:  # x0 may be restored by undoing the last trial, x0 + t f - t f (t <= 1): two
         tol = tol + 4 * u * np.abs(scenario.f)  # more roundings of at most u (|x0| + |f|) each
     got = scenario.t(x)
@@ -784,7 +784,7 @@ class Oracle:
 
     def tolerance(self, t: float, k: int) -> np.ndarray:
         return (t * self.eps * self.step_norm / math.sqrt(self.lam_min)
-                + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + 1e-300)
+                + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + TINY)
 
 
 def describe_trials(rows, max_kl) -> str:
