@@ -67,6 +67,19 @@ def ppo_entropy_loss(entropy, coef):
     return -coef * entropy.mean()
 
 
+def ppo_kl_penalty_loss(logp_new, logp_old, advantages, kl, beta):
+    """The adaptive-KL-penalty surrogate as a loss (Schulman et al. 2017, arXiv:1707.06347 §4, eq. 8):
+    ``-mean(r A) + beta mean(KL)``, r = exp(logp_new - logp_old); torch (B,) inputs -> scalar.
+
+    ``kl`` is KL(pi_old(.|s_t) || pi(.|s_t)) per sample, differentiable in the policy (exact over the
+    actions for a categorical policy); ``beta`` is the coefficient, adapted between updates by
+    ``rlspec.reference.kl.kl_coefficient_update``. Without the clip, the ratio term is TRPO's
+    importance-sampled surrogate L^CPI; the penalty takes the place of its trust-region constraint.
+    """
+    ratio = torch.exp(logp_new - logp_old)  # (B,)
+    return -(ratio * advantages).mean() + beta * kl.mean()
+
+
 def approx_kl(log_ratio):
     """k3 estimate of KL(pi_old || pi) from samples of pi_old: ``mean(r - 1 - log r)``, r = exp(log_ratio).
 

@@ -55,6 +55,7 @@ class Rollout:
     next_values: np.ndarray  # (T,) V_old of the real next observation (the final one at an episode end)
     terminated: np.ndarray  # (T,) bool
     truncated: np.ndarray  # (T,) bool
+    next_obs: np.ndarray | None = None  # (T,) int: the real next observation (the final one at an episode end)
 
 
 def collect_rollout(env, logits, values, steps, rng, state) -> Rollout:
@@ -86,22 +87,39 @@ def collect_rollout(env, logits, values, steps, rng, state) -> Rollout:
         next_values=critic[next_obs],  # the final observation at an episode end, not the reset one
         terminated=np.array(buf["terminated"], dtype=bool),
         truncated=np.array(buf["truncated"], dtype=bool),
+        next_obs=next_obs,
     )
 
 
 class Adam:
-    """Adam (Kingma & Ba, ICLR 2015) on a list of tensors, the update ``torch.optim.Adam`` makes."""
+    """Adam (Kingma & Ba, ICLR 2015) on a list of tensors, the update ``torch.optim.Adam`` makes.
+
+    It has the parts of a ``torch.optim`` optimizer an update loop uses (``param_groups`` with its
+    ``lr``, ``zero_grad``, ``step``), so a protocol ``ppo_update`` can be handed one. ``step`` also
+    clears the gradients it used, so a loop that never calls ``zero_grad`` does not accumulate them.
+    """
 
     def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
-        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in params]  # first-moment estimates
-        self.v = [torch.zeros_like(p) for p in params]  # second-moment estimates
+        self.params, self.betas, self.eps, self.t = list(params), betas, eps, 0
+        self.param_groups = [{"params": self.params, "lr": lr}]
+        self.m = [torch.zeros_like(p) for p in self.params]  # first-moment estimates
+        self.v = [torch.zeros_like(p) for p in self.params]  # second-moment estimates
+
+    @property
+    def lr(self) -> float:
+        return self.param_groups[0]["lr"]
+
+    def zero_grad(self, set_to_none: bool = True):
+        for p in self.params:
+            p.grad = None
 
     @torch.no_grad()
-    def step(self):
+    def step(self, closure=None):
         self.t += 1
         b1, b2 = self.betas
         for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:  # a parameter the loss does not reach: no moment update, no step
+                continue
             m.mul_(b1).add_(p.grad, alpha=1 - b1)
             v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
             m_hat, v_hat = m / (1 - b1**self.t), v / (1 - b2**self.t)  # bias-corrected

@@ -10,6 +10,7 @@ from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae, gridw
 from rlspec.spec.proofs.core import ProofResult, combine, identity
 from rlspec.spec.proofs import gaussian, trpo
 from test_rlhf import WRONG as RLHF_WRONG
+from test_offpolicy import WRONG as OFFPOLICY_WRONG
 
 
 @pytest.mark.parametrize("proof_id", sorted(PROOFS))
@@ -85,6 +86,9 @@ WRONG = {
     # RLHF (the wrong versions are defined and explained in tests/test_rlhf.py): masked positions zeroed
     # (OpenRLHF), token-mean over all B * L positions, num_tokens ignored, clip without min, dual clip on A > 0
     **RLHF_WRONG,
+    # off-policy (defined and explained in tests/test_offpolicy.py): tau reversed, the entropy sign, the temperature sign,
+    # the sample detached, the DPG sign
+    **OFFPOLICY_WRONG,
 }
 
 
