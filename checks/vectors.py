@@ -623,8 +623,12 @@ def candidate_cases(seed: int = 0) -> dict[str, list[Case]]:
 
     for answer in contract.known_answers().values():
         if answer.operation in VECTOR_OPERATIONS:
+            inputs = answer.arrays()
+            if answer.operation in MATRIX_INPUTS:  # the callable's data: the matrix behind it
+                name = MATRIX_INPUTS[answer.operation][0]
+                inputs[name] = np.asarray(inputs[name], dtype=np.float64)
             add(Case(f"{answer.operation}/{answer.id.split('.', 1)[-1]}", answer.operation, list(answer.clauses),
-                     answer.arrays(), {**_conventions_of(answer.operation), **contract.plain(answer.conventions)},
+                     inputs, {**_conventions_of(answer.operation), **contract.plain(answer.conventions)},
                      source="known answer"))
     counters: dict[str, int] = {}
     for clause_id, operation, args in recorded_inputs(seed) + generated_inputs():

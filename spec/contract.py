@@ -320,6 +320,7 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
 
 
 _FRACTION = re.compile(r"-?\d+/[1-9]\d*")
+_ANSWER_ID = re.compile(r"[a-z0-9]+\.[a-z0-9.-]+")  # also a vector case's name: rlspec vectors writes it
 
 
 def _is_number(value) -> bool:
@@ -371,6 +372,8 @@ def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict
     _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits", "derived"},
           ("id", "operation", "clauses", "meaning", "inputs", "outputs"), where)
     where = f"{where}: known answer {raw['id']}"
+    if not _ANSWER_ID.fullmatch(str(raw["id"])):
+        raise ContractError(f"{where}: an id is '<chapter>.<name>' in lowercase letters, digits, dots and dashes")
     op = operations.get(raw["operation"])
     if op is None:
         raise ContractError(f"{where}: no operation {raw['operation']!r} (define operations first)")

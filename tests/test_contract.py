@@ -338,6 +338,7 @@ def _load_with(tmp_path, monkeypatch, old: str, new: str):
     ("lam = 0.5 }", "lam = 0.5, lambda_ = 1 }", r"known answer gae.terminal-after-step-1: inputs/outputs must be gae's"),
     ("lam = 0.5 }", 'lam = "half" }', r"gae.terminal-after-step-1: lam = 'half' is not a value of type scalar"),
     ("lam = 0.5 }", 'lam = "1/0" }', r"lam = '1/0' is not a value of type scalar"),
+    ('id = "gae.terminal-after-step-1"', 'id = "gae.Terminal+1"', r"an id is '<chapter>.<name>' in lowercase letters"),
     ("terminated = [false, true, false, false]", "terminated = [0, 1, 0, 0]", r"terminated = \[0, 1, 0, 0\] is not a value of type bool"),
     ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\ndigits = { value = 3 }',
      r"digits is a number of decimals .* per output or derived name \(\['advantages', 'returns'\]\)"),

@@ -735,7 +735,8 @@ KL_KNOWN_REVERSE = contract.known_answer("grpo.kl-penalty-k2").value(EXPECTED_GR
 def published_gradient(kind: str, off_policy: bool = False) -> tuple[list | None, float]:
     """``(expected gradient, how far the published digits may be off)`` for ``kind`` at the KL known answer, or
     ``(None, 0)`` where none is published (k2 off-policy)."""
-    answer = contract.known_answers("kl_penalty").get(f"grpo.kl-penalty-{'off-policy-' if off_policy else ''}{kind}")
+    name = kind.replace("+", "-plus")  # a known answer's id is lowercase letters, digits, dots and dashes
+    answer = contract.known_answers("kl_penalty").get(f"grpo.kl-penalty-{'off-policy-' if off_policy else ''}{name}")
     return (None, 0.0) if answer is None else (answer.value(EXPECTED_GRADIENT), answer.published_error(EXPECTED_GRADIENT))
 
 
