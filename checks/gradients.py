@@ -37,3 +37,9 @@ def gradients(output, leaves: dict) -> dict[str, np.ndarray]:
         n: np.zeros(tuple(leaves[n].shape)) if g is None else g.detach().cpu().to(torch.float64).numpy()
         for n, g in zip(names, grads)
     }
+
+
+def reduction_scale(ctx, T: int) -> float:
+    """``d loss / d (logp_t w_t)`` for a loss over T terms under the declared ``pg_reduction``: 1/T for the default
+    mean, 1 for a declared sum (the policy-gradient and gridworld chapters' actor_critic_losses and reinforce_loss)."""
+    return 1.0 / T if ctx.convention("pg_reduction") == "mean" else 1.0

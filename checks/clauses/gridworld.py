@@ -614,8 +614,7 @@ def transitions() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def actor_critic_expectation(ctx):
     """Every transition of the gridworld in one batch: the actor's weight delta = -d actor_loss / d logp
     (divided by the declared reduction), averaged over s' ~ P(.|s,a), is A^pi(s, a) for the exact critic."""
-    from ..gradients import gradients
-    from .pg import reduction_scale
+    from ..gradients import gradients, reduction_scale
 
     mdp = float_mdp()
     s, a, s_next, prob = transitions()

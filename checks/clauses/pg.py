@@ -28,7 +28,7 @@ import torch
 from hypothesis import strategies as st
 
 from ..assertions import assert_close, matches
-from ..gradients import gradients
+from ..gradients import gradients, reduction_scale
 from ..registry import check
 from ..strategies import policy_gradient as draws
 from ..strategies import rounded
@@ -39,11 +39,6 @@ from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # declared conventions
-
-
-def reduction_scale(ctx, T: int) -> float:
-    """``d loss / d (logp_t w_t)``: 1/T for the default mean reduction, 1 for a declared sum."""
-    return 1.0 / T if ctx.convention("pg_reduction") == "mean" else 1.0
 
 
 def critic_factor(ctx) -> float:

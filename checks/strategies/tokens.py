@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from ...spec import contract
 from .base import _check_dtype
 from .base import normal_floats as _floats
 from .base import rounded
@@ -22,6 +23,7 @@ from .base import rounded
 GARBAGE = st.sampled_from([1e6, -1e6, 1e30, -3e29, 7.0]) | _floats(-1e6, 1e6)
 FRACTIONS = st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]) | _floats(0.0, 1.0)
 PADDINGS = ("right", "left", "both", "none")
+AGGREGATION_MODES = contract.convention("aggregate_loss_modes").allowed
 
 
 def _check_padding(padding) -> tuple[str, ...]:
@@ -205,7 +207,7 @@ def _loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("
     return rounded(rows.fields["loss"], dtype), rows.mask
 
 
-def aggregation_cases(*, dtype=np.float64, modes=()):
+def aggregation_cases(*, dtype=np.float64, modes=AGGREGATION_MODES):
     """``(per_token_loss, mask, mode, num_tokens, norm_length)``: a mode of ``modes``, with num_tokens (token-mean)
     or norm_length (seq-mean-token-sum-norm) drawn or None."""
     if not modes:
