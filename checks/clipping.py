@@ -79,10 +79,12 @@ def log_derivative_bounds(r, A, clip_eps, conv: ClipRange, rel):
 
 
 def ratio_relative_error(logp_new, logp_old, u):
+    """The relative error of a candidate's r = exp(logp_new - logp_old), as bounded above (doubled)."""
     return 4 * u * (np.abs(logp_new) + np.abs(logp_old) + 3)
 
 
 def clip_loss_tolerance(logp_new, logp_old, A, clip_eps, conv, u):
+    """The bound above on a candidate's -mean of the clipped objective."""
     r = np.exp(logp_new - logp_old)
     B = len(A)
     bound = np.maximum.reduce([r, np.full_like(r, conv.bounds(clip_eps)[1]), np.full_like(r, conv.dual_clip or 0.0)]) * np.abs(A)
@@ -91,6 +93,7 @@ def clip_loss_tolerance(logp_new, logp_old, A, clip_eps, conv, u):
 
 
 def clip_gradient_tolerance(logp_new, logp_old, A, u):
+    """The bound above on a candidate's d loss / d logp_new per sample."""
     r = np.exp(logp_new - logp_old)
     m = np.abs(logp_new) + np.abs(logp_old) + 1
     return 2 * u * (m + 8) * r * np.abs(A) / len(A) + 16 * smallest_normal(u) + TINY
