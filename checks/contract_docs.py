@@ -90,7 +90,7 @@ def markdown(matrix: Path | None = MATRIX) -> str:
                 out.append(f"  - `{a.name}` ({', '.join(parts)})" + (f": {a.meaning}" if a.meaning else ""))
         conventions = _conventions_of(op.name)
         if conventions:
-            out.append("- conventions: " + ", ".join(f"[`{k.key}`](#{k.key.replace('_', '-')})" for k in conventions))
+            out.append("- conventions: " + ", ".join(f"[`{k.key}`](#{k.key})" for k in conventions))  # GitHub keeps the underscores
         out.append("")
     out += ["## Conventions", ""]
     for k in c.conventions.values():

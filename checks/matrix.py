@@ -268,6 +268,7 @@ def run(args) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "conformance.md").write_text(render(matrix), encoding="utf-8")
         print(f"wrote {Path(args.out) / 'conformance.md'}")
+        _record_history(matrix, Path(args.out))
         return 0
     every = adapters()
     chosen = [n.strip() for n in args.adapters.split(",") if n.strip()] if args.adapters else every
@@ -307,12 +308,23 @@ def run(args) -> int:
     matrix = merge(reports, profile=args.profile, seed=args.seed)
     json_path, md_path = write(matrix, Path(args.out))
     print(f"wrote {md_path} and {json_path}")
+    _record_history(matrix, Path(args.out))
     required = {n.strip() for n in (args.require or "").split(",") if n.strip()}
     absent = sorted(r["adapter"] for r in reports if r["adapter"] in required and not r.get("available"))
     if absent:
         print(f"rlspec: required adapters not installed: {', '.join(absent)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _record_history(matrix: dict, out_dir: Path) -> None:
+    """Keep each library version's verdicts beside the matrix (OUT/matrix-history/ADAPTER/VERSION.json): the
+    history the book (``rlspec book``) shows. A version already recorded is replaced by this run's verdicts."""
+    from .book import history
+
+    written = history.record(matrix, out_dir / history.FOLDER)
+    if written:
+        print(f"wrote {len(written)} history file(s) in {out_dir / history.FOLDER}")
 
 
 def _counts(summary: dict) -> str:

@@ -374,6 +374,110 @@ def _kl_penalty(x, ref, u, conv):
             _grad("logp", "sum kl"): Bound.of(grpo.token_derivative(kind, a, b, c), grpo.derivative_tolerance(kind, a, b, c, u))}
 
 
+@rule("td_target")
+def _td_target(x, ref, u, conv):
+    from .clauses import offpolicy
+    from .tolerances import TINY
+
+    r, q, term, g = x["rewards"], x["next_q"], x["terminated"], x["gamma"]
+    return {"targets": Bound.of(r + g * np.where(term, 0.0, q), 2 * offpolicy.target_error(r, g, q, 0.0, term, u) + TINY)}
+
+
+@rule("polyak_update")
+def _polyak(x, ref, u, conv):
+    from .clauses import offpolicy
+
+    target, online, tau = x["target"], x["online"], x["tau"]
+    return {"target": Bound.of(tau * online + (1.0 - tau) * target,
+                               8 * u * (np.abs(target) + np.abs(online)) + offpolicy.floor(u))}
+
+
+@rule("iql_targets")
+def _iql_targets(x, ref, u, conv):
+    from .tolerances import TINY, smallest_normal
+
+    K, r, v, term, g = x["target_q"], x["rewards"], x["next_values"], x["terminated"], x["gamma"]
+    bootstrap = g * np.where(term, 0.0, v)
+    q_target = r + bootstrap
+    return {"value_target": Bound.of(np.min(K, axis=0), TINY),  # a minimum is exact
+            "q_target": Bound.of(q_target, 2 * u * (2 * np.abs(bootstrap) + np.abs(q_target)) + 4 * smallest_normal(u) + TINY)}
+
+
+@rule("cql_penalty")
+def _cql_penalty(x, ref, u, conv):
+    from .clauses import offline
+
+    from .tolerances import TINY, smallest_normal
+
+    q, actions, alpha = x["q_values"], x["actions"].astype(np.int64), x["alpha"]
+    value, L, _ = offline.cql_oracle(q, actions, alpha)
+    # d penalty_b / d Q_b = alpha (softmax(Q_b) - onehot(a_b)), with the bound of offline.check_cql_expected_gradient per row
+    soft, onehot = np.exp(q - L[:, None]), np.eye(q.shape[1])[actions]
+    e_soft = soft * (u * np.abs(q) + offline.logsumexp_error(q, L, u)[:, None] + (offline.ELEMENTARY + 2) * u)
+    tol = 2 * (abs(alpha) * e_soft + 2 * u * abs(alpha) * (soft + onehot)) + 4 * smallest_normal(u) + TINY
+    return {"penalty": Bound.of(value, offline.cql_tolerance(q, actions, alpha, u)),
+            _grad("q_values", "sum penalty"): Bound.of(alpha * (soft - onehot), tol)}
+
+
+@rule("cql_sampled_penalty")
+def _cql_sampled(x, ref, u, conv):
+    from .clauses import offline
+    from .tolerances import TINY, smallest_normal
+
+    s = offline.Sampled(x["q_uniform"], x["q_policy"], x["log_pi"], x["q_data"], x["action_low"], x["action_high"],
+                        x["alpha"], x["temperature"])
+    est = offline.Estimator(conv["cql_sampled_normalisation"], conv["cql_temperature_form"])
+    t_, _, _ = offline.sampled_terms(s, est)
+    L = offline.logsumexp_rows(t_)
+    soft = np.exp(t_ - L[:, None])
+    e_soft = soft * (offline.term_errors(s, est, u) + offline.logsumexp_error(t_, L, u)[:, None] + (offline.ELEMENTARY + 2) * u)
+    tol = 2 * (abs(s.alpha) * e_soft + 2 * u * abs(s.alpha) * soft) + 4 * smallest_normal(u) + TINY  # as check_sampled_gradient
+    N = s.q_uniform.shape[1]
+    B = len(s.q_data)
+    return {"penalty": Bound.of(offline.sampled_oracle(s, est), offline.sampled_tolerance(s, est, u)),
+            _grad("q_uniform", "sum penalty"): Bound.of(s.alpha * soft[:, :N], tol[:, :N]),
+            _grad("q_policy", "sum penalty"): Bound.of(s.alpha * soft[:, N:], tol[:, N:]),
+            _grad("q_data", "sum penalty"): Bound.of(np.full(B, -s.alpha), 2 * 2 * u * abs(s.alpha) + TINY),
+            _grad("log_pi", "sum penalty"): Bound.of(np.zeros(s.log_pi.shape), 0.0)}  # the log-densities are constants
+
+
+@rule("expectile_loss")
+def _expectile(x, ref, u, conv):
+    from .clauses import offline
+
+    loss, derivative, tol, dtol = offline.expectile_tolerances(x["target"], x["prediction"], x["tau"], u)
+    return {"loss": Bound.of(loss, tol), _grad("prediction", "sum loss"): Bound.of(derivative, dtol)}
+
+
+@rule("sac_alpha_loss")
+def _sac_alpha(x, ref, u, conv):
+    from .clauses import offpolicy
+
+    la, lp, D, H = float(x["log_alpha"]), x["log_prob"], int(x["action_dim"]), x.get("target_entropy")
+    H = float(H) if H is not None else conv["default_target_entropy_per_dim"] * D
+    log_form = conv["alpha_loss_parameter"] == "log_alpha"
+    weight, slope = (la, 1.0) if log_form else (math.exp(la), math.exp(la))
+    m, magnitude = float(np.mean(lp)) + H, float(np.mean(np.abs(lp))) + abs(H)
+    extra = 2 * (len(lp) + 4) * u * magnitude  # as offpolicy.verify_alpha_loss
+    return {"loss": Bound.of(-weight * m, extra * abs(weight) + offpolicy.floor(u)),
+            _grad("log_alpha"): Bound.of(-slope * m, extra * slope + offpolicy.floor(u)),
+            _grad("log_prob"): Bound.of(np.zeros(len(lp)), 0.0)}  # log pi is a constant of the temperature loss
+
+
+@rule("awr_loss")
+def _awr(x, ref, u, conv):
+    from .clauses import offline
+    from .tolerances import TINY, smallest_normal
+
+    rule_ = offline.WeightRule(conv["awr_beta"], conv["awr_max_weight"])
+    lp, adv, beta = x["log_prob"], x["advantages"], x["beta"]
+    w, e_w, eta = rule_.weight(adv, beta), offline.weight_error(rule_, adv, beta, u), smallest_normal(u)
+    loss = -w * lp
+    return {"loss": Bound.of(loss, 2 * (np.abs(lp) * e_w + u * np.abs(loss)) + 4 * eta + TINY),  # as offline.check_awr
+            _grad("log_prob", "sum loss"): Bound.of(-w, 2 * (e_w + u * w) + 4 * eta + TINY),
+            _grad("advantages", "sum loss"): Bound.of(np.zeros(adv.shape), 0.0)}  # the weight is detached
+
+
 # The operations a vector can hold: those with a rule (plain data in and out, in contract order). Operations on
 # objects (a policy, an optimizer, an environment) are judged by the clause checks only.
 VECTOR_OPERATIONS = tuple(op for op in contract.operations() if op in RULES)
@@ -421,7 +525,10 @@ def _adapted(candidate: Candidate, operation: str) -> Candidate:
     """The candidate as the clause checks call it: group_advantages receives integer ids in its array kind
     (the protocol converts arrays to floats); a scalar operation may return a Python or NumPy scalar."""
     function = candidate.operations[operation]
-    if operation == "group_advantages":
+    if operation == "cql_penalty":
+        def adapted(q_values, actions, alpha):  # integer actions, as the offline checks pass them
+            return function(q_values=q_values, actions=actions.long(), alpha=alpha)
+    elif operation == "group_advantages":
         def adapted(scores, groups, kind):
             if candidate.array == "torch":
                 groups = groups.long()
@@ -839,7 +946,7 @@ def not_caught_reason(mutant: Mutant, operations: list[str]) -> str:
         objects = [op for op in provided if any(a.type in OBJECT_TYPES or (a.type == "callable" and op not in MATRIX_INPUTS)
                                                 for a in spec[op].inputs)]
         if objects == provided:
-            return f"its operation ({', '.join(provided) or '?'}) takes objects (a policy, an optimizer, an environment): judged by the clause checks only"
+            return f"its operation ({', '.join(provided) or '?'}) takes objects (networks, a policy, an optimizer, an environment, a schedule): judged by the clause checks only"
         return f"no vector rule is written for {', '.join(provided)} yet (checks/vectors.py RULES)"
     declared = contract.plain(mutant.candidate.conventions)
     if declared:
@@ -885,10 +992,10 @@ def case_from_json(data: dict) -> Case:
     kinds = {a.name: a.type for a in spec.inputs}
     inputs = {}
     for name, value in data["inputs"].items():
-        if isinstance(value, list) and name not in MATRIX_INPUTS.get(data["operation"], ("",))[:1]:
+        if kinds.get(name) in ("array", "bool") and not isinstance(value, dict):  # a 0-d array is written as a number
             value = np.asarray(value, dtype=bool if kinds.get(name) == "bool" else np.float64)
         elif isinstance(value, list):
-            value = np.asarray(value, dtype=np.float64)
+            value = np.asarray(value, dtype=np.float64)  # a matrix behind a callable
         inputs[name] = value
     expected = {}
     for precision in U:

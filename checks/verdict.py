@@ -63,7 +63,10 @@ EXAMPLE_TIERS = {
     "call": Tier(Fraction(1), 0, "one or two candidate calls per example: the profile's count"),
     "grouped": Tier(Fraction(1, 2), 4, "a few calls per example, each of a group of samples (GRPO)"),
     "autograd": Tier(Fraction(1, 3), 4, "each example is a torch call the suite differentiates, with its "
-                     "subgradient bounds (PPO and RLHF losses, GROUP-BASELINE-BIAS's joint outcomes)"),
+                     "subgradient bounds (PPO and RLHF losses, the offline chapter's CQL, IQL and AWR losses), or "
+                     "an exact expectation over joint outcomes (GROUP-BASELINE-BIAS)"),
+    "quadrature": Tier(Fraction(1, 4), 3, "each example is a Gauss-Legendre quadrature of the sampled CQL "
+                       "estimator, several candidate calls (CQL-SAMPLED-IMPORTANCE-WEIGHTS, -TEMPERATURE)"),
     "autograd-weights": Tier(Fraction(2, 3), 8, "RLHF-AGG-GRADIENT-WEIGHTS: one call per example, every mode "
                              "and optional argument drawn, so twice the autograd share"),
     "enumeration": Tier(Fraction(1, 6), 1, "each example is a whole enumeration (the gridworld's paths), a "

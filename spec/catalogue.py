@@ -32,7 +32,7 @@ REFERENCES_FILE = HERE / "references.toml"
 BUGS_FILE = HERE / "bugs.toml"
 
 ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)+$")
-BUG_ID_PATTERN = re.compile(r"^[A-HR][0-9]+[a-z]?$")
+BUG_ID_PATTERN = re.compile(r"^[A-IR][0-9]+[a-z]?$")
 ARXIV_PATTERN = re.compile(r"^[0-9]{4}\.[0-9]{4,5}$")
 REQUIRED = ("id", "statement", "sources", "operations")
 BUG_STATUSES = ("fixed", "partly-fixed", "open", "by-design", "disputed", "unconfirmed", "hazard")
@@ -293,7 +293,7 @@ def _bug(raw, where: str) -> Bug:
     _check_keys(raw, {"id", "name", "library", "mechanism", "status", "links"},
                 {"fixed_in", "version", "code", "related"}, where)
     if not BUG_ID_PATTERN.match(raw["id"]):
-        raise CatalogueError(f"{where}: bug id {raw['id']!r} is a letter A-H or R, a number and an optional letter (D7a)")
+        raise CatalogueError(f"{where}: bug id {raw['id']!r} is a letter A-I or R, a number and an optional letter (D7a)")
     if raw["status"] not in BUG_STATUSES:
         raise CatalogueError(f"{where}: status {raw['status']!r} is not one of {', '.join(BUG_STATUSES)}"
                              f"{_nearest(raw['status'], BUG_STATUSES)}")

@@ -71,7 +71,7 @@ def test_column_and_rounding_helpers():
 TIER_COUNTS = {
     "call": (12, 100, 1000), "grouped": (6, 50, 500), "autograd": (4, 33, 333), "autograd-weights": (8, 66, 666),
     "enumeration": (2, 16, 166), "kl-stop": (1, 8, 83), "known-answers-first": (3, 100, 1000),
-    "known-answers-first-costly": (2, 33, 333), "training": (0, 3, 30),
+    "known-answers-first-costly": (2, 33, 333), "training": (0, 3, 30), "quadrature": (3, 25, 250),
 }
 
 

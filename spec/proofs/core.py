@@ -12,11 +12,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 import sympy as sp
 
 PROVED, REFUTED, INCONCLUSIVE = "proved", "refuted", "inconclusive"
+
+
+class Identity(NamedTuple):
+    """One relation a proof decided, kept as SymPy expressions so it can be shown as mathematics
+    (``rlspec book`` prints ``lhs relation rhs`` as MathML, the symbols' assumptions beside it)."""
+
+    label: str
+    lhs: Any
+    rhs: Any
+    relation: str = "="  # "=", ">", ">=", "!="
 
 
 @dataclass
@@ -24,6 +34,7 @@ class ProofResult:
     status: str
     steps: list[str] = field(default_factory=list)  # one line per identity established
     counterexample: str = ""
+    identities: list[Identity] = field(default_factory=list)  # what was decided, in order
 
     @property
     def ok(self) -> bool:
@@ -84,25 +95,30 @@ def _nonzero_point(expr: sp.Expr, rng: random.Random, tries: int = 24):
 
 def identity(lhs, rhs, label: str, seed: int = 0) -> ProofResult:
     """Decide ``lhs == rhs``: proved (difference simplifies to 0), refuted (rational witness) or inconclusive."""
-    difference = sp.expand(sp.sympify(lhs) - sp.sympify(rhs))
+    lhs, rhs = sp.sympify(lhs), sp.sympify(rhs)
+    decided = [Identity(label, lhs, rhs)]
+    difference = sp.expand(lhs - rhs)
     if difference == 0 or sp.simplify(difference) == 0:
-        return ProofResult(PROVED, [f"{label}: proved"])
+        return ProofResult(PROVED, [f"{label}: proved"], identities=decided)
     witness = _nonzero_point(difference, random.Random(seed))
     if witness is not None:
         point, value = witness
         shown = ", ".join(f"{s} = {v}" for s, v in point.items())
-        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} lhs - rhs = {value}")
-    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: lhs - rhs = {difference}")
+        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} lhs - rhs = {value}",
+                           identities=decided)
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: lhs - rhs = {difference}",
+                       identities=decided)
 
 
 def combine(results: list[ProofResult]) -> ProofResult:
     """All proved -> proved; any refuted -> refuted (first counterexample); otherwise inconclusive."""
     steps = [s for r in results for s in r.steps]
+    decided = [i for r in results for i in r.identities]
     for status in (REFUTED, INCONCLUSIVE):
         bad = [r for r in results if r.status == status]
         if bad:
-            return ProofResult(status, steps, bad[0].counterexample)
-    return ProofResult(PROVED, steps)
+            return ProofResult(status, steps, bad[0].counterexample, decided)
+    return ProofResult(PROVED, steps, identities=decided)
 
 
 def run(proof_id: str, **overrides) -> ProofResult:

@@ -24,7 +24,7 @@ import math
 
 import sympy as sp
 
-from .core import PROVED, ProofResult, combine, identity, proof
+from .core import PROVED, Identity, ProofResult, combine, identity, proof
 from .pg import all_of, nonzero, rational_identity
 
 # ---------------------------------------------------------------------------------------------
@@ -254,8 +254,10 @@ def _same(lhs, rhs, simplex, label):
     atoms = {lg: sp.Symbol(f"L{i}", real=True) for i, lg in enumerate(logs)}
     difference = sp.expand(difference.xreplace(atoms).subs(simplex))
     if difference == 0:  # a polynomial identity (the usual case): no common denominator needed
-        return ProofResult(PROVED, [f"{label}: proved"])
-    return rational_identity(difference, 0, label)
+        return ProofResult(PROVED, [f"{label}: proved"], identities=[Identity(label, lhs, rhs)])
+    result = rational_identity(difference, 0, label)
+    result.identities = [Identity(label, lhs, rhs)]
+    return result
 
 
 def _kl_penalty_gradients(derivatives=None) -> ProofResult:

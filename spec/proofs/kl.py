@@ -14,7 +14,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import contract
-from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 from .pg import nonzero, rational_identity
 
 MIN_OUTCOMES, MAX_OUTCOMES = 2, 6
@@ -35,13 +35,15 @@ def k3(x):
 def positive(expr, variable, label: str) -> ProofResult:
     """``expr > 0`` for every positive ``variable``: proved if SymPy's assumptions decide it."""
     simplified = sp.simplify(expr)
+    decided = [Identity(label, simplified, sp.Integer(0), ">")]
     if simplified.is_positive:
-        return ProofResult(PROVED, [f"{label}: {simplified} > 0: proved"])
+        return ProofResult(PROVED, [f"{label}: {simplified} > 0: proved"], identities=decided)
     for point in (sp.Rational(1, 3), sp.Integer(1), sp.Integer(3)):
         value = simplified.subs(variable, point)
         if value.is_number and not value.is_positive:
-            return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {variable} = {point} it is {value}")
-    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {simplified}")
+            return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {variable} = {point} it is {value}",
+                               identities=decided)
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {simplified}", identities=decided)
 
 
 @proof(
@@ -175,10 +177,12 @@ ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3}
 def _published(exact_value, written, error, label: str) -> ProofResult:
     """The exact value, evaluated to 30 digits, is within ``error`` (half a unit in the last published decimal) of
     the ``written`` one."""
-    value = sp.N(exact_value, 30)
-    if abs(value - sp.Rational(written)) <= sp.Rational(repr(error)):
-        return ProofResult(PROVED, [f"{label}: {sp.N(value, 12)} rounds to {written}: proved"])
-    return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the exact value = {sp.N(value, 12)}, published {written}")
+    value, written, error = sp.N(exact_value, 30), sp.Rational(written), sp.Rational(repr(error))
+    decided = [Identity(label, error, sp.Abs(exact_value - written), ">=")]
+    if abs(value - written) <= error:
+        return ProofResult(PROVED, [f"{label}: {sp.N(value, 12)} rounds to {written}: proved"], identities=decided)
+    return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the exact value = {sp.N(value, 12)}, published {written}",
+                       identities=decided)
 
 
 @proof(

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 
 MIN_ACTIONS, MAX_ACTIONS = 2, 6
 
@@ -21,7 +21,9 @@ def rational_identity(lhs, rhs, label: str) -> ProofResult:
     """``identity`` for rational functions: compares the numerator of ``lhs - rhs`` over a common
     denominator (non-zero here: a power of sum_j exp z_j > 0), which is far faster than ``simplify``."""
     numerator, _ = sp.together(sp.sympify(lhs) - sp.sympify(rhs)).as_numer_denom()
-    return identity(sp.expand(numerator), 0, f"{label} (numerator of lhs - rhs)")
+    result = identity(sp.expand(numerator), 0, f"{label} (numerator of lhs - rhs)")
+    result.identities = [Identity(label, sp.sympify(lhs), sp.sympify(rhs))]  # what was decided, as stated
+    return result
 
 
 def all_of(results, label: str) -> ProofResult:
@@ -32,17 +34,19 @@ def all_of(results, label: str) -> ProofResult:
         if not result.ok:
             break
     merged = combine(done)
-    return ProofResult(merged.status, [f"{label}: {merged.status}"], merged.counterexample)
+    return ProofResult(merged.status, [f"{label}: {merged.status}"], merged.counterexample, merged.identities)
 
 
 def nonzero(expr, label: str) -> ProofResult:
     """Establish ``expr != 0`` for a closed-form real number (30-digit evaluation, far from 0)."""
+    decided = [Identity(label, sp.sympify(expr), sp.Integer(0), "!=")]
     if sp.simplify(expr) == 0:
-        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the quantity is exactly 0")
+        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the quantity is exactly 0",
+                           identities=decided)
     value = sp.N(expr, 30)
     if value.is_number and value.is_real and abs(value) > sp.Float("1e-20", 30):
-        return ProofResult(PROVED, [f"{label}: = {sp.N(expr, 6)} != 0"])
-    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {expr}")
+        return ProofResult(PROVED, [f"{label}: = {sp.N(expr, 6)} != 0"], identities=decided)
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {expr}", identities=decided)
 
 
 # ---------------------------------------------------------------------------------------------

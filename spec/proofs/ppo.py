@@ -24,7 +24,7 @@ import random
 import sympy as sp
 
 from .. import contract
-from .core import INCONCLUSIVE, PROVED, REFUTED, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 
 r, A, eps, c = sp.symbols("r A epsilon c", real=True)
 e, a, s, w, t = sp.symbols("e a s w t", positive=True)
@@ -101,12 +101,15 @@ def _witness(expr):
 def nonnegative(expr, label) -> ProofResult:
     """Decide ``expr >= 0`` over positive symbols: proved, refuted (with a rational witness) or inconclusive."""
     decided = sign(expr)
+    relation = [Identity(label, sp.sympify(expr), sp.Integer(0), ">=")]
     if decided in (0, 1):
-        return ProofResult(PROVED, [f"{label}: proved"])
+        return ProofResult(PROVED, [f"{label}: proved"], identities=relation)
     if decided == -1:
         shown, value = _witness(expr)
-        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} the gap = {value}")
-    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: sign of {expr} undecided")
+        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} the gap = {value}",
+                           identities=relation)
+    return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: sign of {expr} undecided",
+                       identities=relation)
 
 
 def _regions(objective):
