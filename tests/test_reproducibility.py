@@ -40,7 +40,7 @@ def test_drawn_examples_ignore_local_constants():
     draws; the engine switches that off so a seed gives the same examples whatever is installed or imported."""
     from hypothesis.internal.conjecture import providers
 
-    from rlspec.checks.engine import _no_local_constants
+    from rlspec.checks.verdict import _no_local_constants
 
     original = providers._get_local_constants
     with _no_local_constants():
