@@ -292,18 +292,18 @@ def test_markdown_keeps_anchors_and_nothing_else_raw():
     assert rendered.headings[0][1] == "1-a-heading-with-code_name"  # GitHub's id
 
 
-def test_bugs_found_entries_from_machine_readable_anchors(tmp_path):
-    columns = collect.matrix_columns(json.loads(MATRIX.read_text(encoding="utf-8")))
+def test_bugs_found_entries_from_their_cells_lines(tmp_path):
     path = tmp_path / "bugs-found.md"
-    path.write_text('# Defects\n\n## <a id="skrl-gae" data-clauses="GAE-TRUNCATION-BOOTSTRAP GRID-*" data-adapters="skrl"></a>'
-                    "skrl: truncation\n\ntext\n", encoding="utf-8")
+    path.write_text("# Defects\n\n## 1. skrl: truncation ignored\n\nCells: `skrl` GAE-TRUNCATION-BOOTSTRAP, GRID-*\n\n"
+                    "## Not a defect\n\n- the one-stream variant\n  Cells: `rlax:stream` GAE-*\n")
+    columns = collect.matrix_columns(json.loads(MATRIX.read_text(encoding="utf-8")))
     found = collect.bugs_found(path, columns, lambda url: None)
-    assert found.how == "anchors"
-    (defect,) = found.defects
-    assert defect.anchor == "skrl-gae" and defect.adapters == {"skrl"}
-    assert "GAE-TRUNCATION-BOOTSTRAP" in defect.clauses and "GRID-PERFORMANCE-DIFFERENCE" in defect.clauses
+    defect, other = found.defects
+    assert (defect.anchor, defect.defect, defect.adapters) == ("1-skrl-truncation-ignored", True, {"skrl"})
+    assert (other.anchor, other.defect) == ("not-a-defect", False)
     skrl = next(c for c in columns if c.candidate == "skrl")
-    assert found.explaining("GAE-TRUNCATION-BOOTSTRAP", skrl) == [defect]
+    assert found.explaining("GAE-TRUNCATION-BOOTSTRAP", skrl) == [defect] and found.explaining("GRID-TRAIN-PPO-IMPROVES", skrl) == [defect]
+    assert found.explaining("GAE-SEED-EXAMPLE", skrl) == []
 
 
 def test_committed_bugs_found_explains_library_failures():

@@ -29,8 +29,9 @@ What each operation drives (paths in ``site-packages/sb3_contrib``):
 
 - ``trpo_update(policy, params, actions, advantages, ...)``: one real ``TRPO.train()`` whose actor
   is the suite's ``policy(theta)`` (a torch distribution over the batch) at the parameter vector
-  ``theta``, on a rollout buffer holding log pi_old and the advantages (``normalize_advantage=False``:
-  the protocol's advantages are final); returns ``theta`` after the line search. Here the line
+  ``theta``, on a rollout buffer holding log pi_old and the advantages, with sb3-contrib's default
+  ``normalize_advantage=True`` (train() standardises them over the whole buffer, trpo.py:274-275,
+  declared ``trpo_advantage_normalization``); returns ``theta`` after the line search. Here the line
   search's KL is sb3-contrib's own: KL(new || old).
 - ``fisher_vector_product(policy, params, v)``: ``TRPO.hessian_vector_product`` (the Hessian of
   sb3-contrib's KL plus ``cg_damping`` v), tapped at its first call inside such a ``train()``.
@@ -75,8 +76,8 @@ RLSPEC_CONVENTIONS = {
     # line_search_kl: "strict" (accept iff kl < max_kl (not <=) and surrogate(x) > surrogate(x0))
     # line_search_expected_improvement: None (no accept-ratio test)
     # kl_direction: "KL(new || old)" (kl_divergence(distribution, old_distribution) in TRPO.train())
-    "advantage_std_ddof": 1,  # (A - mean) / (std + 1e-8) over the whole batch, once (normalize_advantage=True)
-    # trpo_update_advantages: "as given (the adapter sets normalize_advantage=False)"
+    # train(): (A - mean) / (std + 1e-8) over the whole buffer, once (normalize_advantage=True, the default)
+    "trpo_advantage_normalization": "batch",
 }
 
 
@@ -180,7 +181,7 @@ def _train(theta0: th.Tensor, script, *, max_kl: float, cg_iters: int, damping: 
     """One TRPO.train() on a one-sample rollout (advantage 1, log pi_old 0); returns the policy."""
     with _library_call():
         model = TRPO(
-            _ScriptedPolicy, DummyVecEnv([_OneSample]), n_steps=1, batch_size=1, normalize_advantage=False,
+            _ScriptedPolicy, DummyVecEnv([_OneSample]), n_steps=1, batch_size=1, normalize_advantage=False,  # one sample: the operations take the gradient or surrogate itself
             target_kl=float(max_kl), cg_max_steps=int(cg_iters), cg_damping=float(damping),
             line_search_shrinking_factor=float(backtrack), line_search_max_iter=int(max_iter), n_critic_updates=0,
             device="cpu", policy_kwargs={"net_arch": []},
@@ -238,15 +239,17 @@ class _SuitePolicy(ActorCriticPolicy):
         return _SuiteDistribution(self.suite_policy(self.theta), obs[:, 0].long(), self.suite_actions)
 
 
-def _suite_train(policy, params, actions, advantages, *, max_kl, cg_iters, max_backtracks, tap=None):
-    """One TRPO.train() with sb3-contrib's defaults (damping 0.1, backtracking 0.8) on the suite's
-    batch; ``tap(model)`` may wrap the model's methods first. Returns the actor's parameters after."""
+def _suite_train(policy, params, actions, advantages, *, max_kl, cg_iters, max_backtracks, tap=None,
+                 normalize_advantage=True):
+    """One TRPO.train() with sb3-contrib's defaults (damping 0.1, backtracking 0.8, normalize_advantage)
+    on the suite's batch; ``tap(model)`` may wrap the model's methods first. Returns the actor's
+    parameters after."""
     params = params.detach()
     actions = actions.detach()
     n = int(policy(params).batch_shape[0])
     with _library_call():
         model = TRPO(
-            _SuitePolicy, DummyVecEnv([_OneSample]), n_steps=n, batch_size=n, normalize_advantage=False,
+            _SuitePolicy, DummyVecEnv([_OneSample]), n_steps=n, batch_size=n, normalize_advantage=normalize_advantage,
             target_kl=float(max_kl), cg_max_steps=int(cg_iters), cg_damping=RLSPEC_CONVENTIONS["damping"],
             line_search_shrinking_factor=RLSPEC_CONVENTIONS["backtrack_factor"], line_search_max_iter=int(max_backtracks),
             n_critic_updates=0, device="cpu", policy_kwargs={"net_arch": []},
@@ -268,7 +271,7 @@ def _suite_train(policy, params, actions, advantages, *, max_kl, cg_iters, max_b
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
-    """TRPO.train() (normalize_advantage=False: the protocol's advantages are the final ones).
+    """TRPO.train() with its defaults (normalize_advantage=True: the advantages are standardised first).
 
     The rollout buffer stores log pi_old and the advantages as float32, so the result carries
     float32 rounding (the per-sample ratios at theta_old are exp(log pi - fl32(log pi)), not 1); it
@@ -295,7 +298,10 @@ def fisher_vector_product(policy, params, v):
     with _library_call():
         with th.no_grad():
             actions = policy(params.detach()).sample()  # any actions: only the KL's Hessian is read
-    _suite_train(policy, params, actions, th.ones(len(actions)), max_kl=0.01, cg_iters=1, max_backtracks=1, tap=tap)
+    # the advantages do not enter the Hessian of the KL; standardising them is off for this tap only, so a
+    # one-sample batch (std 0/0) cannot stop train() before its first product
+    _suite_train(policy, params, actions, th.ones(len(actions)), max_kl=0.01, cg_iters=1, max_backtracks=1, tap=tap,
+                 normalize_advantage=False)
     return found[0]
 
 

@@ -33,12 +33,16 @@ What each operation drives (paths in ``site-packages/skrl``):
 - ``normalize_advantages``: ``compute_gae``'s own normalisation (its second output) of a rollout
   whose raw advantages are the suite's (rewards = A, values = 0, discount 0).
 - ``diag_gaussian_log_prob``, ``diag_gaussian_entropy``: ``GaussianMixin.act`` with ``taken_actions``
-  (log-prob reduction "sum") and ``GaussianMixin.get_entropy``, with ``clip_log_std`` off: the clamp
-  to [-20, 2] is a model setting, declared below.
-- ``trpo_update``: one real ``TRPO.update()`` whose policy is the suite's ``policy(theta)`` (skrl's
-  TRPO reads ``mean_actions`` and ``log_std``: Gaussian policies only; a categorical one fails there
-  as it does in skrl), with ``compute_gae`` replaced by the suite's advantages and skrl's defaults
-  otherwise (accept_ratio 0.5). ``fisher_vector_product``: the module's function on that policy.
+  and ``GaussianMixin.get_entropy``, with the mixin's defaults (``clip_actions=False``,
+  ``clip_log_std=True``: the log-std is clamped to [-20, 2] first, so the entropy of a log-std of 3
+  is that of 2, ``skrl.xfail``); the variant ``unclamped_log_std`` passes ``clip_log_std=False``.
+- ``trpo_update``: one real ``TRPO.update()`` with skrl's defaults (damping 0.1, accept_ratio 0.5,
+  backtracking 0.5) whose policy is the suite's ``policy(theta)``, on a one-step rollout of B
+  environments whose rewards are the suite's advantages (values 0, discount 0): skrl's own
+  ``compute_gae`` turns them into those advantages and standardises them, as it always does
+  (declared ``trpo_advantage_normalization``). skrl's TRPO reads ``mean_actions`` and ``log_std``:
+  Gaussian policies only (declared ``trpo_policy_families``; a categorical one raises KeyError
+  'mean_actions' in skrl). ``fisher_vector_product``: the module's function on that policy.
 
 - ``conjugate_gradient``: ``agents.torch.trpo.trpo.conjugate_gradient`` (x0 = 0), whose matrix is
   ``fisher_vector_product`` of a policy: the module's ``fisher_vector_product`` is replaced, for the
@@ -52,9 +56,11 @@ What each operation drives (paths in ``site-packages/skrl``):
   ``fullstep``; the mean is ``[sqrt(c) (theta - theta.detach()), sqrt(2 kl(theta))]`` (the old
   policy's last entry 0), so the KL skrl computes is the suite's ``kl(theta)`` and its Hessian ``c I``
   with ``c = 2 max_kl / |fullstep|^2`` (damping 0): ``full_step`` is exactly ``fullstep``. skrl
-  accepts a trial when ``(L - L_old) / expected_improvement > accept_ratio``; the protocol's rule is
-  plain improvement, which is ``accept_ratio = 0`` (the default 0.5 needs the true gradient of the
-  surrogate, which the protocol does not carry; see tests/adapters/test_skrl.py for the default).
+  accepts a trial when ``(L - L_old) / expected_improvement > accept_ratio`` (0.5, its default,
+  declared ``line_search_accept_ratio``): two samples with advantages +1 and -1 make skrl's surrogate
+  exactly ``surrogate(theta) - surrogate(x0)`` and its gradient ``g`` with ``g'fullstep =
+  expected_improve_rate``, which the suite passes to a candidate that declares the ratio. (skrl scales
+  the prediction in place at every backtrack: docs/bugs-found.md.)
 
 Precision: skrl's memory holds float32 tensors, so the adapter computes in float32 and declares
 ``RLSPEC_PRECISION = "float32"``. skrl has no tanh-squashed Gaussian (``tanh_gaussian_log_prob`` is
@@ -65,6 +71,7 @@ docs/bugs-found.md).
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import warnings
 from types import SimpleNamespace
@@ -100,14 +107,16 @@ RLSPEC_CONVENTIONS = {
     # value_clip_form: "clipped prediction only" (value_clip = 0.2 by default)
     # value_loss_scale: 2.5 (skrl's default critic coefficient)
     # time_limit_bootstrap: False (skrl's default: truncated steps are not bootstrapped and do not end the trace)
-    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default)
+    # log_std_clamp: (-20.0, 2.0) (GaussianMixin(clip_log_std=True) default: skrl.xfail; variant unclamped_log_std)
     # storage_dtype: "float32"
     # TRPO.update(), agents/torch/trpo/trpo.py:435-544 (Gaussian policies only)
     "damping": 0.1,  # added to the Fisher-vector product, also inside the step normalisation
-    # cg_residual_tol: "squared" (r.r < 1e-10)
+    "natural_step_cg_tol": 1e-10,  # conjugate_gradient(residual_tolerance=1e-10): stops once r.r < 1e-10
     "backtrack_factor": 0.5,  # step_fraction * 0.5**i
-    # line_search_kl: "strict" (kl < max_kl_divergence)
-    # line_search_accept_ratio: 0.5 ((L - L_old) / expected_improvement > accept_ratio; the adapter's line_search runs 0)
+    # trpo.py:539: accept iff kl < max_kl_divergence (strict) and (L - L_old) / expected_improvement > accept_ratio
+    "line_search_accept_ratio": 0.5,  # TRPO_CFG accept_ratio (trpo_cfg.py:113)
+    "trpo_advantage_normalization": "batch",  # compute_gae always standardises: (A - mean) / (std + 1e-8)
+    "trpo_policy_families": ["gaussian"],  # kl_divergence reads outputs["mean_actions"] and ["log_std"] (trpo.py:155-183)
     # kl_direction: "KL(old || new)" (kl_divergence(policy_1=backup_policy, policy_2=policy))
 }
 
@@ -271,7 +280,7 @@ time_limit_bootstrap = SimpleNamespace(
     gae=_gae_time_limit_bootstrap,
     RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
 )
-VARIANTS = ("time_limit_bootstrap",)
+VARIANTS = ("time_limit_bootstrap", "unclamped_log_std")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,40 +414,44 @@ class _ScriptedGaussian(Model):
         raise NotImplementedError
 
     def act(self, inputs, *, role=""):
-        n = inputs["observations"].shape[0]
+        rows = inputs["observations"][:, 0].long()  # the memory's sample i is observation [i] (it shuffles them)
+        n = len(rows)
         if not self.backup:
             self.seen.append(self.theta.detach().clone())
-        log_prob, mean = self.script(self.theta, self.backup)
+        log_prob, mean = self.script(self.theta, self.backup)  # log_prob: one per sample
         mean = mean.reshape(1, -1).expand(n, -1)
-        return torch.zeros(n, 1), {"log_prob": log_prob.reshape(1, 1).expand(n, 1), "mean_actions": mean,
+        return torch.zeros(n, 1), {"log_prob": log_prob.reshape(-1)[rows].reshape(n, 1), "mean_actions": mean,
                                    "log_std": torch.zeros_like(mean)}
 
     def distribution(self, *, role=""):
         return torch.distributions.Normal(torch.zeros(1), torch.ones(1))  # only its stddev is logged
 
 
-def _trpo_update(theta0, script, *, max_kl, cg_iters, damping, max_backtracks, accept_ratio):
-    """One real TRPO.update() on one sample (advantage 1, log pi_old 0); returns (policy, evaluations)."""
+def _trpo_update(theta0, script, advantages, *, max_kl, cg_iters, damping, max_backtracks):
+    """One real TRPO.update() (skrl's accept_ratio) on one sample per advantage (log pi_old 0), with
+    compute_gae replaced by those advantages; returns (policy, evaluations)."""
     seen: list = []
     policy = _ScriptedGaussian(theta0, script, seen)
     value = _Given("value")
-    one = torch.ones(1, 1)
+    n = len(advantages)
+    index = torch.arange(n, dtype=torch.float32).reshape(n, 1)
     with _library_call():
-        memory = RandomMemory(memory_size=1, num_envs=1, device="cpu")
+        memory = RandomMemory(memory_size=1, num_envs=n, device="cpu")
         cfg = {"rollouts": 1, "learning_epochs": 1, "mini_batches": 1, "max_kl_divergence": float(max_kl),
                "conjugate_gradient_steps": int(cg_iters), "damping": float(damping),
-               "max_backtrack_steps": int(max_backtracks), "accept_ratio": float(accept_ratio),
+               "max_backtrack_steps": int(max_backtracks),
                "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
         agent = TRPO(models={"policy": policy, "value": value}, memory=memory, observation_space=_OBSERVATION,
                      action_space=_ACTION, device="cpu", cfg=cfg)
         agent.init()
         agent.enable_training_mode(True)
-        no = torch.zeros(1, 1, dtype=torch.bool)
-        _step(agent, 0 * one, 0 * one, 0 * one, no, no, 0, 1)
+        no = torch.zeros(n, 1, dtype=torch.bool)
+        _step(agent, index, torch.zeros(n, 1), index, no, no, 0, 1)
         value.collecting = False  # the critic's update after the policy's needs a graph
         del seen[:]  # the collection step's evaluation
         trpo_gae = skrl_trpo_module.compute_gae
-        skrl_trpo_module.compute_gae = lambda **_: (0 * one.reshape(1, 1, 1), one.reshape(1, 1, 1))
+        given = torch.as_tensor(advantages, dtype=torch.float32).reshape(1, n, 1)
+        skrl_trpo_module.compute_gae = lambda **_: (torch.zeros_like(given), given)
         try:
             agent.update(timestep=0, timesteps=1)
         finally:
@@ -478,8 +491,10 @@ class _SuiteGaussian(Model):
 
 
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
-    """One real TRPO.update() with skrl's defaults (damping 0.1, accept_ratio 0.5, backtracking 0.5)
-    on the suite's batch; compute_gae replaced by the suite's advantages (see the module docstring)."""
+    """One real TRPO.update() with skrl's defaults (damping 0.1, accept_ratio 0.5, backtracking 0.5) on
+    the suite's batch: a one-step rollout of B environments whose rewards are the suite's advantages,
+    values 0 and discount 0, so skrl's own compute_gae turns them into exactly those advantages and
+    standardises them, as it always does."""
     actions = actions.detach()
     n = int(policy(params.detach()).batch_shape[0])
     with torch.no_grad():
@@ -488,24 +503,19 @@ def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backt
     with _library_call():
         cfg = {"rollouts": 1, "learning_epochs": 1, "mini_batches": 1, "max_kl_divergence": float(max_kl),
                "conjugate_gradient_steps": int(cg_iters), "max_backtrack_steps": int(max_backtracks),
-               "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
+               "discount_factor": 0.0, "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
         agent = TRPO(models={"policy": model, "value": value}, memory=RandomMemory(memory_size=1, num_envs=n, device="cpu"),
                      observation_space=_OBSERVATION, action_space=_ACTION, device="cpu", cfg=cfg)
         agent.init()
         agent.enable_training_mode(True)
         index = torch.arange(n, dtype=torch.float32).reshape(n, 1)
         no = torch.zeros(n, 1, dtype=torch.bool)
-        agent.memory.add_samples(observations=index, actions=torch.zeros(n, 1), rewards=torch.zeros(n, 1),
-                                 terminated=no, truncated=no, log_prob=logp_old.reshape(n, 1), values=torch.zeros(n, 1))
+        rewards = _float32(advantages).detach().reshape(n, 1)
+        agent.memory.add_samples(observations=index, actions=torch.zeros(n, 1), rewards=rewards, terminated=no,
+                                 truncated=no, log_prob=logp_old.reshape(n, 1), values=torch.zeros(n, 1))
         agent._current_next_observations = index  # what record_transition leaves for update()'s last values
         value.collecting = False  # the critic's update after the policy's needs a graph
-        given = _float32(advantages).detach().reshape(1, n, 1)
-        trpo_gae = skrl_trpo_module.compute_gae
-        skrl_trpo_module.compute_gae = lambda **_: (torch.zeros_like(given), given)
-        try:
-            agent.update(timestep=0, timesteps=1)
-        finally:
-            skrl_trpo_module.compute_gae = trpo_gae
+        agent.update(timestep=0, timesteps=1)
     return model.theta.detach().to(torch.float32)  # the memory holds log pi_old as float32: judge at that precision
 
 
@@ -530,36 +540,39 @@ def natural_step(grad, fvp, max_kl, cg_iters):
     def script(theta, backup):
         return (theta - theta.detach()) @ g, M @ theta
 
-    policy, seen = _trpo_update(theta0, script, max_kl=max_kl, cg_iters=cg_iters, damping=RLSPEC_CONVENTIONS["damping"],
-                                max_backtracks=1, accept_ratio=RLSPEC_CONVENTIONS["line_search_accept_ratio"])
+    policy, seen = _trpo_update(theta0, script, [1.0], max_kl=max_kl, cg_iters=cg_iters,
+                                damping=RLSPEC_CONVENTIONS["damping"], max_backtracks=1)
     # evaluations: the surrogate's gradient, the CG's Hessian products, then the trial
     trials = [theta for theta in seen if not torch.equal(theta, theta0)]
     return (trials[0] - theta0).numpy()
 
 
-def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks):
-    return _line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, accept_ratio=0.0)
-
-
-def _line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, *, accept_ratio):
-    """``accept_ratio`` > 0 makes skrl divide the improvement by its expected improvement, which
-    here is ``fullstep . fullstep`` (the scripted gradient is ``fullstep``)."""
+def line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, expected_improve_rate=None):
+    """update()'s backtracking loop with skrl's accept_ratio (0.5) on a scripted policy whose surrogate is
+    the suite's and whose gradient g has g'fullstep = expected_improve_rate (see the module docstring)."""
+    if expected_improve_rate is None:
+        raise ValueError("skrl's line search compares each gain with g'fullstep: pass expected_improve_rate")
     x0, f = _vector(x0), _vector(fullstep)
     norm2 = float(f @ f)
     c = 2.0 * float(max_kl) / norm2 if norm2 > 0 else 1.0  # KL curvature that makes update()'s full_step = fullstep
+    g = float(expected_improve_rate) / norm2 * f if norm2 > 0 else f
     base = float(surrogate(x0.numpy().copy()))
 
     def script(theta, backup):
+        """Two samples with advantages +1 and -1: skrl's surrogate mean(A exp(log pi)) is
+        ((1 + 2 max(D, 0)) - (1 + 2 max(-D, 0))) / 2 = D = surrogate(theta) - surrogate(x0) at theta,
+        and its gradient at x0 is g."""
         at = theta.detach()
         quadratic = (c ** 0.5) * (theta - at)
         if backup:
-            return torch.zeros((), dtype=torch.float64), torch.cat([quadratic, torch.zeros(1, dtype=torch.float64)])
-        log_prob = torch.tensor(float(surrogate(at.numpy().copy())) - base, dtype=torch.float64) + (theta - at) @ f
+            return torch.zeros(2, dtype=torch.float64), torch.cat([quadratic, torch.zeros(1, dtype=torch.float64)])
+        gain = float(surrogate(at.numpy().copy())) - base
+        linear = (theta - at) @ g
+        log_prob = torch.stack([math.log1p(2.0 * max(gain, 0.0)) + linear, math.log1p(2.0 * max(-gain, 0.0)) - linear])
         distance = torch.tensor([(2.0 * max(float(kl(at.numpy().copy())), 0.0)) ** 0.5], dtype=torch.float64)
         return log_prob, torch.cat([quadratic, distance])
 
-    policy, _ = _trpo_update(x0, script, max_kl=max_kl, cg_iters=10, damping=0.0, max_backtracks=max_backtracks,
-                             accept_ratio=accept_ratio)
+    policy, _ = _trpo_update(x0, script, [1.0, -1.0], max_kl=max_kl, cg_iters=10, damping=0.0, max_backtracks=max_backtracks)
     return policy.theta.detach().numpy().copy()
 
 
@@ -568,29 +581,42 @@ def _line_search(surrogate, kl, x0, fullstep, max_kl, max_backtracks, *, accept_
 
 
 class _GaussianHead(GaussianMixin, Model):
-    """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored)."""
+    """A skrl Gaussian model whose mean and log-std are the suite's (the observation is ignored), with
+    GaussianMixin's defaults, or ``clip_log_std=False`` (variant ``unclamped_log_std``)."""
 
-    def __init__(self, mean, log_std):
+    def __init__(self, mean, log_std, **options):
         actions = gymnasium.spaces.Box(-np.inf, np.inf, (mean.shape[-1],))
         Model.__init__(self, observation_space=_OBSERVATION, action_space=actions, device="cpu")
-        GaussianMixin.__init__(self, clip_actions=False, clip_log_std=False, reduction="sum")
+        GaussianMixin.__init__(self, **options)
         self._mean, self._log_std = mean, log_std
 
     def compute(self, inputs, role=""):
         return self._mean, {"log_std": self._log_std}
 
 
-def diag_gaussian_entropy(log_std):
-    """GaussianMixin.get_entropy after an act(): the Normal's entropy summed over the action dims."""
-    log_std = _float32(log_std)
-    head = _GaussianHead(torch.zeros_like(log_std), log_std)
-    with _library_call():
-        head.act({"observations": torch.zeros(len(log_std), 1)})
-    return head.get_entropy(role="policy").reshape(-1)
+def _gaussian(**options):
+    def diag_gaussian_entropy(log_std):
+        """GaussianMixin.get_entropy after an act(): the Normal's entropy summed over the action dims."""
+        log_std = _float32(log_std)
+        head = _GaussianHead(torch.zeros_like(log_std), log_std, **options)
+        with _library_call():
+            head.act({"observations": torch.zeros(len(log_std), 1)})
+        return head.get_entropy(role="policy").reshape(-1)
+
+    def diag_gaussian_log_prob(mean, log_std, action):
+        mean, log_std, action = _float32(mean), _float32(log_std), _float32(action)
+        with _library_call():
+            head = _GaussianHead(mean, log_std, **options)
+            _, outputs = head.act({"observations": torch.zeros(len(mean), 1), "taken_actions": action})
+        return outputs["log_prob"].reshape(-1)
+
+    return diag_gaussian_entropy, diag_gaussian_log_prob
 
 
-def diag_gaussian_log_prob(mean, log_std, action):
-    mean, log_std, action = _float32(mean), _float32(log_std), _float32(action)
-    with _library_call():
-        _, outputs = _GaussianHead(mean, log_std).act({"observations": torch.zeros(len(mean), 1), "taken_actions": action})
-    return outputs["log_prob"].reshape(-1)
+diag_gaussian_entropy, diag_gaussian_log_prob = _gaussian()
+
+unclamped_log_std = SimpleNamespace(
+    __doc__="GaussianMixin(clip_log_std=False): the log-std as the model gives it, without the default clamp to "
+    "[-20, 2].",
+    **dict(zip(("diag_gaussian_entropy", "diag_gaussian_log_prob"), _gaussian(clip_log_std=False))),
+)

@@ -20,7 +20,21 @@ What each operation drives (paths in ``site-packages/tianshou``):
   (its index) to the suite's log-probability through a distribution that scores the stored action
   with exactly that value (``_GivenLogProb``), and the critic to the suite's values, so gradients
   reach the suite's tensors through Tianshou's own loss. ``normalize_advantages`` is read back from
-  that gradient at ratio 1 (``d loss / d logp_i = -A_norm_i / B``).
+  that gradient at ratio 1 (``d loss / d logp_i = -A_norm_i / B``). The loss operations take the
+  advantages as final, so ``advantage_normalization`` is off for them (it is the operation
+  ``normalize_advantages``, and ``ppo_update`` turns it on as the suite's config says); ``vf_coef`` and
+  ``ent_coef`` isolate one term (the protocol passes the coefficients).
+- ``ppo_update``: ``PPO._update_with_batch`` with the suite's policy, optimizer and config. A
+  one-sample minibatch (``minibatch_size`` 1) is normalised to NaN (the std of one element), the NaN
+  step poisons the parameters and the next distribution raises; the adapter says so in the error.
+- ``conjugate_gradient``, ``fisher_vector_product``: ``NPG._conjugate_gradients`` and ``NPG._MVP`` (its
+  damping 0.1). ``trpo_update``: TRPO with its defaults, ``_preprocess_batch`` (log pi_old, then the
+  advantages standardised over the batch without an epsilon, declared ``trpo_advantage_normalization``)
+  and one ``_update_with_batch``; only its GAE stage (``_add_returns_and_advantages``) answers with the
+  suite's advantages. Variant ``npg``: NPG's natural step through the same two methods.
+- ``tanh_gaussian_log_prob``: ``SACPolicy.forward``'s two lines with the draw fixed to the suite's
+  pre-tanh action: ``Independent(Normal)`` log-density, then the public
+  ``correct_log_prob_gaussian_tanh`` (the epsilon form ``log(1 - tanh(u)^2 + float32 eps)``).
 
 Precision: ``_update_with_batch`` casts the ratios to float32 (``.exp().float()``, ppo.py:187)
 whatever the data's dtype, so the PPO terms are judged by float32 bounds
@@ -34,6 +48,8 @@ advantages normalised per minibatch with the unbiased std plus 1e-8; the value c
 
 from __future__ import annotations
 
+import contextlib
+import math
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -44,9 +60,10 @@ from tianshou.algorithm import NPG, PPO, TRPO
 from tianshou.algorithm import algorithm_base
 from tianshou.algorithm.algorithm_base import Algorithm
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+from tianshou.algorithm.modelfree.sac import correct_log_prob_gaussian_tanh
 from tianshou.algorithm.optim import AdamOptimizerFactory, OptimizerFactory
 from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
-from torch.distributions import Distribution, kl_divergence, register_kl
+from torch.distributions import Distribution, Independent, Normal, kl_divergence, register_kl
 
 # Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
 # 30 s and more on a loaded 2-core machine, which the suite's per-clause time limit would count
@@ -68,6 +85,8 @@ RLSPEC_CONVENTIONS = {
     "damping": 0.1,  # NPG._damping: the MVP is (F + 0.1 I) v, and TRPO scales its step with it
     "backtrack_factor": 0.8,  # TRPO(backtrack_coeff=0.8)
     # line_search_kl: "strict" (accepts when kl < max_kl and the loss went down)
+    # NPG/TRPO(advantage_normalization=True), npg.py:136-137: (A - mean) / std, no epsilon, over the whole batch
+    "trpo_advantage_normalization": "batch",
 }
 
 
@@ -314,8 +333,12 @@ def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, v
     )
     batch = Batch(obs=np.arange(n), act=actions, logp_old=logp_old.detach(), adv=advantages.detach(),
                   returns=returns.detach(), v_s=values_old.detach(), info=Batch())
-    with torch.enable_grad():
-        algorithm._update_with_batch(batch, batch_size=int(config["minibatch_size"]), repeat=int(config["epochs"]))
+    minibatch = int(config["minibatch_size"])
+    singleton = bool(config["normalize_advantages"]) and (minibatch == 1 or n == 1)
+    with torch.enable_grad(), _nan_explained(singleton, "PPO normalised a one-sample minibatch: (A - mean) / (std + 1e-8) "
+                                             "with the unbiased std of one element is NaN (ppo.py:184-186), so the loss "
+                                             "and the step are NaN and the next minibatch's distribution has NaN parameters"):
+        algorithm._update_with_batch(batch, batch_size=minibatch, repeat=int(config["epochs"]))
     ratios = (first.logp - logp_old.detach()[first.index]).exp()
     return {"ratios": ratios, "indices": first.index, "approx_kl": [], "epochs": int(config["epochs"])}
 
@@ -407,37 +430,70 @@ def fisher_vector_product(policy, params, v):
         return algorithm._MVP(torch.as_tensor(v, dtype=params.dtype), flat_kl_grad)
 
 
+@contextlib.contextmanager
+def _nan_explained(known: bool, why: str):
+    """When ``known`` (the inputs reach Tianshou's 0/0), an exception from inside the library says why:
+    torch's complaint about NaN distribution parameters names the symptom, not the cause."""
+    try:
+        yield
+    except ValueError as exc:
+        if not known:
+            raise
+        raise ValueError(f"Tianshou's {why} ({str(exc).splitlines()[0]})") from exc
+
+
+def _given_advantages(algorithm, advantages, dtype):
+    """``algorithm._add_returns_and_advantages`` (the GAE stage of ``_preprocess_batch``) answering with the
+    suite's advantages: everything after it in ``_preprocess_batch`` is Tianshou's."""
+
+    def add(batch, buffer, indices):
+        n = len(batch.obs)
+        batch.adv = torch.as_tensor(advantages, dtype=dtype).detach().clone()
+        batch.returns, batch.v_s = torch.zeros(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+        return batch
+
+    algorithm._add_returns_and_advantages = add
+
+
 def trpo_update(policy, params, actions, advantages, max_kl, cg_iters, max_backtracks):
-    """One real TRPO._update_with_batch on (actions, advantages) with log pi_old = log pi_params(a),
-    as _preprocess_batch stores it; returns the actor's parameters after it. Tianshou runs 10 CG
-    steps whatever ``cg_iters`` says (trpo.py:150)."""
+    """TRPO with its defaults: ``_preprocess_batch`` (log pi_old = log pi_params(a), then the advantages
+    standardised over the batch, ``(A - mean) / std``, npg.py:136-137) and one ``_update_with_batch`` on
+    the whole batch; returns the actor's parameters after it. Only the GAE stage is the suite's (its
+    advantages). Tianshou runs 10 CG steps whatever ``cg_iters`` says (trpo.py:150)."""
     n = len(actions)
     algorithm = _natural_gradient(TRPO, policy, params, n, max_kl=float(max_kl), max_backtracks=int(max_backtracks),
-                                  advantage_normalization=False, optim_critic_iters=1)
-    batch = Batch(obs=np.arange(n), act=actions, adv=torch.as_tensor(advantages, dtype=params.dtype),
-                  returns=torch.zeros(n, dtype=params.dtype), v_s=torch.zeros(n, dtype=params.dtype), info=Batch())
-    with torch.no_grad():
-        batch.logp_old = algorithm.policy(batch).dist.log_prob(batch.act)
-    with torch.enable_grad():
+                                  optim_critic_iters=1)
+    _given_advantages(algorithm, advantages, params.dtype)
+    batch = Batch(obs=np.arange(n), act=actions, info=Batch())
+    batch = algorithm._preprocess_batch(batch, buffer=None, indices=np.arange(n))
+    flat = torch.as_tensor(advantages).reshape(-1)
+    constant = bool(torch.all(flat == flat[0]))
+    with torch.enable_grad(), _nan_explained(constant, "TRPO standardised constant advantages: (A - mean) / std with std 0 "
+                                             "and no epsilon is 0/0 = NaN (npg.py:136-137), so the search direction is NaN "
+                                             "and the line search's first trial has NaN parameters"):
         algorithm._update_with_batch(batch, batch_size=None, repeat=1)
     return algorithm.policy.actor.theta.detach().clone()
 
 
 def _npg_natural_step(grad, fvp, max_kl, cg_iters):
-    """NPG._update_with_batch on a policy whose Fisher is the suite's F and whose policy gradient is
-    ``grad``: one sample of N(L' theta, I) with F = L L' (so mean KL(old || new) = 1/2 d' F d) and the
-    action L^-1 grad, advantage 1, at theta = 0. NPG steps trust_region_size (0.5) times the damped
-    natural direction; it never reads ``max_kl``, and runs 10 CG steps whatever ``cg_iters`` says."""
+    """NPG with its defaults (``_preprocess_batch`` standardises the advantages, then one
+    ``_update_with_batch``) on a policy whose Fisher is the suite's F and whose policy gradient is
+    ``grad``: two samples of N(L' theta, I) with F = L L' (so mean KL(old || new) = 1/2 d' F d), actions
+    +-sqrt(2) L^-1 grad and advantages +1, -1, which standardise to +-1/sqrt(2), at theta = 0. NPG steps
+    trust_region_size (0.5) times the damped natural direction; it never reads ``max_kl``, and runs 10
+    CG steps whatever ``cg_iters`` says."""
     g = np.asarray(grad, dtype=np.float64)
     n = len(g)
     F = np.column_stack([np.asarray(fvp(e), dtype=np.float64) for e in np.eye(n)])
     L = torch.as_tensor(np.linalg.cholesky((F + F.T) / 2))
-    policy = lambda theta: torch.distributions.Independent(torch.distributions.Normal((L.T @ theta)[None], 1.0), 1)
+    policy = lambda theta: torch.distributions.Independent(torch.distributions.Normal((L.T @ theta)[None].expand(2, n), 1.0), 1)
     theta0 = torch.zeros(n, dtype=torch.float64)
-    algorithm = _natural_gradient(NPG, policy, theta0, 1, advantage_normalization=False, optim_critic_iters=1)
-    action = torch.linalg.solve_triangular(L, torch.as_tensor(g)[:, None], upper=False).T  # L^-1 g, (1, n)
-    batch = Batch(obs=np.arange(1), act=action, adv=torch.ones(1, dtype=torch.float64), returns=torch.zeros(1, dtype=torch.float64),
-                  v_s=torch.zeros(1, dtype=torch.float64), info=Batch())
+    algorithm = _natural_gradient(NPG, policy, theta0, 2, optim_critic_iters=1)
+    # the gradient mean_i A_i L a_i with A = +-1/sqrt(2) and a = +-sqrt(2) L^-1 g is g
+    action = math.sqrt(2.0) * torch.linalg.solve_triangular(L, torch.as_tensor(g)[:, None], upper=False).T  # (1, n)
+    _given_advantages(algorithm, [1.0, -1.0], torch.float64)
+    batch = algorithm._preprocess_batch(Batch(obs=np.arange(2), act=torch.cat([action, -action]), info=Batch()),
+                                        buffer=None, indices=np.arange(2))
     with torch.enable_grad():
         algorithm._update_with_batch(batch, batch_size=None, repeat=1)
     return (algorithm.policy.actor.theta.detach() - theta0).numpy().astype(np.asarray(grad).dtype)
@@ -445,6 +501,21 @@ def _npg_natural_step(grad, fvp, max_kl, cg_iters):
 
 def _batch_size(policy, params) -> int:
     return policy(params.detach()).batch_shape[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# SAC's squashed Gaussian (algorithm/modelfree/sac.py)
+
+
+def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
+    """``SACPolicy.forward``'s log-probability with its draw fixed to ``pre_tanh``: the log-density of
+    ``Independent(Normal(loc, scale), 1)`` at the pre-tanh action, then the public
+    ``correct_log_prob_gaussian_tanh(log_prob, tanh(u))``, which subtracts
+    ``sum_d log(1 - tanh(u)^2 + eps)`` with ``eps = np.finfo(np.float32).eps`` (sac.py:25-39)."""
+    mean, log_std, u = (torch.as_tensor(x) for x in (mean, log_std, pre_tanh))
+    dist = Independent(Normal(loc=mean, scale=log_std.exp()), 1)
+    log_prob = dist.log_prob(u).unsqueeze(-1)
+    return correct_log_prob_gaussian_tanh(log_prob, torch.tanh(u)).squeeze(-1)
 
 
 # ---------------------------------------------------------------------------------------------

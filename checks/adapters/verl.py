@@ -68,7 +68,9 @@ tensors laid out as verl lays them out (paths in ``site-packages/verl``).
   declared (``log_ratio_clamp = 20``).
 - ``kl_penalty``: ``core_algos.kl_penalty(logprob=logp, ref_logprob=logp_ref, kl_penalty=kind)`` for
   k1, k2, k3 and the straight-through k1+, k2+, k3+ (value of the estimator, gradient of
-  ``0.5 (logp - logp_ref)^2``). verl's KL loss (``workers/utils/losses.py``) passes the current
+  ``0.5 (logp - logp_ref)^2``). k3 is the branch of ``"low_var_kl"``, verl's default
+  ``actor.kl_loss_type`` (k1 is ``"kl"``, the default in-reward ``algorithm.kl_penalty``), so the
+  defaults users run are judged. verl's KL loss (``workers/utils/losses.py``) passes the current
   policy's log-probs and has no importance correction for off-policy tokens: ``logp_old`` is ignored,
   declared ``kl_penalty_off_policy = "on-policy-only"`` (verl.xfail). k3 clamps its log-ratio to
   [-20, 20] and its value to [-10, 10]: defects the extreme-ratio clauses catch (docs/bugs-found.md).

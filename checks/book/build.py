@@ -46,7 +46,7 @@ class Summary:
     unexplained: list[tuple[str, str]] = field(default_factory=list)  # (clause, candidate) FAILs with no bugs-found entry
     figures: int = 0
     studies: int = 0
-    bugs_found: str = ""  # how the defects were read: "anchors", "table" or "" (no file)
+    bugs_found: str = ""  # how the defects were read ("Cells lines"), or "" (no file)
     notes: list[str] = field(default_factory=list)
 
     @property

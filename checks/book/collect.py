@@ -7,7 +7,6 @@ Nothing here renders HTML; :mod:`.pages` does. Every text that comes from a cand
 from __future__ import annotations
 
 import ast
-import fnmatch
 import inspect
 import json
 import re
@@ -15,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...spec import catalogue
+from .. import bugs_found as bugs_found_lines
 from . import history as history_mod
 from . import markdown
 
-ID_TEXT = re.compile(r"\b[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+\b\*?|\b[A-Z][A-Z0-9]*-\*")
 
 
 class BookError(ValueError):
@@ -183,69 +182,46 @@ def reference_sources(operations) -> dict[str, dict]:
 
 @dataclass
 class Defect:
-    """One entry of docs/bugs-found.md: where it is and which verdicts it explains."""
+    """One entry of docs/bugs-found.md (a numbered defect, or the "Not a defect" section): where it is and which
+    matrix cells (candidate, clause pattern) its ``Cells:`` lines say it explains."""
 
     anchor: str
     title: str
-    clauses: set[str] = field(default_factory=set)
-    adapters: set[str] = field(default_factory=set)
+    explains: list = field(default_factory=list)  # checks.bugs_found.Explanation
+    defect: bool = True
+
+    @property
+    def adapters(self) -> set[str]:
+        return {x.candidate for x in self.explains}
 
 
 @dataclass
 class BugsFound:
     html: str
     defects: list[Defect]
-    how: str  # "anchors" (the file's machine-readable anchors) or "table" (its summary table)
+    how: str = "Cells lines"
 
     def explaining(self, clause_id: str, column: Column) -> list[Defect]:
-        return [d for d in self.defects if clause_id in d.clauses and column.adapter in d.adapters]
-
-
-def _ids(text: str, known: list[str]) -> set[str]:
-    found = set()
-    for word in ID_TEXT.findall(text):
-        found |= {c for c in known if fnmatch.fnmatchcase(c, word)} if "*" in word else ({word} if word in known else set())
-    return found
-
-
-def _adapters(text: str, columns: list[Column]) -> set[str]:
-    """Adapters whose library a free-text name ("skrl 2.1.1", "Stable-Baselines3", "TRL") names."""
-    words = text.lower().replace(",", " ").split()
-    found = set()
-    for column in columns:
-        names = {column.adapter.lower(), column.adapter.lower().replace("_", "-")}
-        names.add(column.version.lower().split(" ")[0] if column.version else column.adapter.lower())
-        if words and (words[0] in names or any(w in names for w in words)):
-            found.add(column.adapter)
-    return found
+        return [d for d in self.defects if any(x.covers(column.candidate, clause_id) for x in d.explains)]
 
 
 def bugs_found(path: Path, columns: list[Column], links) -> BugsFound | None:
-    """docs/bugs-found.md as HTML and the defects it lists: from its anchors that name clauses and adapters
-    (``<a id="..." data-clauses="ID ID" data-adapters="NAME NAME"></a>``) when it has them, else from its
-    summary table (``| # | library | defect | clauses | ...``) and the numbered headings it links to."""
+    """docs/bugs-found.md as HTML and its entries, each with the cells its ``Cells:`` lines name
+    (``checks.bugs_found``, the one reader of that format); None if there is no such file."""
     if path is None or not Path(path).is_file():
         return None
     text = Path(path).read_text(encoding="utf-8")
     rendered = markdown.render(text, links)
-    known = [c.id for c in catalogue.clauses()]
-    split = lambda value: {w for w in re.split(r"[\s,]+", value or "") if w}
-    described = [a for a in rendered.anchors if "data-clauses" in a or "data-adapters" in a]
-    if described:
-        defects = []
-        for a in described:
-            clauses = set()
-            for word in split(a.get("data-clauses")):
-                clauses |= {c for c in known if fnmatch.fnmatchcase(c, word)} if "*" in word else {word}
-            defects.append(Defect(a["id"], a.get("data-title", a["id"]), clauses, split(a.get("data-adapters"))))
-        return BugsFound(rendered.html, defects, "anchors")
-    defects = []
-    headings = {h_text.split(".", 1)[0].strip(): h_id for level, h_id, h_text in rendered.headings if level == 2}
-    for line in text.splitlines():
-        cells = markdown._cells(line) if line.lstrip().startswith("|") else []
-        if len(cells) >= 4 and cells[0].isdigit() and cells[0] in headings:
-            defects.append(Defect(headings[cells[0]], f"#{cells[0]} {cells[1]}", _ids(cells[3], known), _adapters(cells[1], columns)))
-    return BugsFound(rendered.html, defects, "table")
+    anchors = {h_text: h_id for level, h_id, h_text in rendered.headings if level == 2}
+    try:
+        found = bugs_found_lines.explanations(text)
+    except ValueError as exc:
+        raise BookError(str(exc)) from None
+    entries: dict[str, Defect] = {}
+    for x in found:
+        entry = entries.setdefault(x.heading, Defect(anchors.get(x.heading, ""), x.heading, [], x.defect))
+        entry.explains.append(x)
+    return BugsFound(rendered.html, list(entries.values()))
 
 
 # ------------------------------------------------------------------------------------------------

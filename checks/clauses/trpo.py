@@ -10,9 +10,10 @@ here: they accept the candidate's array kind (numpy or torch) in any float dtype
 same kind and dtype, computing in float64 underneath. They record every argument, so a failure can
 say which trials a line search evaluated.
 
-Declared conventions (``damping``, ``backtrack_factor``, ``natural_step_cg_tol``) are the contract's
-(spec/contract/50_trpo.toml), each checked exactly. A line search's strict ``kl < max_kl`` and the
-default ``kl <= max_kl`` both pass: the checks keep every trial's KL away from max_kl.
+Declared conventions (``damping``, ``backtrack_factor``, ``natural_step_cg_tol``,
+``line_search_accept_ratio``, ``trpo_advantage_normalization``, ``trpo_policy_families``) are the
+contract's (spec/contract/50_trpo.toml), each checked exactly. A line search's strict ``kl < max_kl``
+and the default ``kl <= max_kl`` both pass: the checks keep every trial's KL away from max_kl.
 
 Not conventions: a line search that tests KL(new || old) (sb3-contrib) constrains a different
 divergence and can accept steps outside the TRPO trust region; a fixed-size natural step
@@ -56,9 +57,37 @@ def cg_stop(ctx) -> float:
     return float(ctx.convention("natural_step_cg_tol"))
 
 
+def accept_ratio(ctx) -> float:
+    """r of the sufficient-increase test: trial k must gain more than r beta^k g'fullstep (0: plain improvement)."""
+    return float(ctx.convention("line_search_accept_ratio"))
+
+
+def standardises(ctx) -> bool:
+    """Whether trpo_update standardises the advantages over the batch before its step."""
+    return ctx.convention("trpo_advantage_normalization") == "batch"
+
+
+def families(ctx) -> tuple[str, ...]:
+    """The policy families the candidate's fisher_vector_product / trpo_update accept (NotProvided if none
+    the clause needs)."""
+    return ctx.provided("trpo_policy_families")
+
+
+def standardised(advantages: np.ndarray) -> np.ndarray:
+    """(A - mean) / std (ddof 1, as Tensor.std in every library that declares it): the scale cancels in the
+    natural step (normalised to max_kl) and in both line-search tests, so only the centring matters.
+    Constant advantages give 0 (the rule of PPO-ADVANTAGE-NORMALISATION-DEGENERATE)."""
+    centred = advantages - advantages.mean()
+    std = centred.std(ddof=1) if len(centred) > 1 else 0.0
+    return centred / std if std > 0 else np.zeros_like(centred)
+
+
 def declared(ctx) -> str:
     """The conventions in force, for messages."""
-    return f"damping {damping(ctx):g}, backtrack factor {backtrack_factor(ctx):g}"
+    text = f"damping {damping(ctx):g}, backtrack factor {backtrack_factor(ctx):g}"
+    if accept_ratio(ctx):
+        text += f", accept ratio {accept_ratio(ctx):g}"
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,10 +358,13 @@ def fvp_equals_fisher(ctx):
         assert_close(out, expected, tol, what=f"fisher_vector_product vs (F + {damp:g} I) v, F = mean_b E_a[score score']",
                      call=call.code, diagnose=diagnose)
 
+    kinds = families(ctx)
     for policy, theta, v in FVP_KNOWN:
-        verify(policy, theta, v)
+        if policy.kind in kinds:
+            verify(policy, theta, v)
 
-    ctx.property(draws.policy_points(), lambda c: verify(Policy(*c[:3]), *c[3:]), label="drawn", tier="known-answers-first")
+    ctx.property(draws.policy_points(families=kinds), lambda c: verify(Policy(*c[:3]), *c[3:]), label="drawn",
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,9 +538,11 @@ def natural_step_invariance(ctx):
 # The suite's surrogate and KL are functions of how far x has moved along fullstep,
 # t(x) = (x - x0)'f / f'f: surrogate(x) = S0 + a t + b t^2 and kl(x) = c t^2 + d t^3 (c, d >= 0, so the
 # KL grows along the step, as a KL from x0 does). The expected answer is the rule applied to
-# t_k = backtrack_factor^k. A trial whose decision rounding could flip is avoided: a decision is
-# robust if the surrogate's gain and the KL's distance to max_kl both exceed what moving t by the
-# rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
+# t_k = backtrack_factor^k. The surrogate's slope along fullstep at x0 is a (g'fullstep): a declared
+# accept ratio r > 0 also requires a t + b t^2 > r a t, and then a > 0 (TRPO's fullstep, a positive
+# multiple of F^-1 g, is always an ascent direction; the ratio test means nothing otherwise).
+# A trial whose decision rounding could flip is avoided: a decision is robust if the surrogate's gain
+# and the KL's distance to max_kl both exceed what moving t by the rounding of x0 + t_k f (dt <= (2k + 4) u (|x0| + |f|) / |f|) and rounding the returned values to the
 # candidate's precision (2 u |value|) can change.
 
 
@@ -537,35 +571,39 @@ class Scenario:
         kl = SuiteFunction(lambda x: self.K(self.t(x)), f"<kl: {self.c:g} t^2 + {self.d:g} t^3, {fx('kl')}>")
         return surrogate, kl
 
-    def trials(self, beta: float, u: float):
-        """[(k, t, gain, kl, accepted, robust)] for k = 0..max_backtracks-1 (stopping at the first accepted)."""
+    def trials(self, beta: float, u: float, ratio: float = 0.0):
+        """[(k, t, gain, kl, accepted, robust)] for k = 0..max_backtracks-1 (stopping at the first accepted);
+        ``ratio``: the declared accept ratio (the gain must also exceed ratio a t)."""
         rows = []
         scale = (np.linalg.norm(self.x0) + np.linalg.norm(self.f)) / np.linalg.norm(self.f)
         for k in range(self.max_backtracks):
             t = beta**k
             dt = (2 * k + 4) * u * scale
             gain, kl = self.S(t) - self.S(0.0), self.K(t)
-            slope_S = abs(self.a) + 2 * abs(self.b) * (t + dt)
+            excess = gain - ratio * self.a * t  # what the sufficient-increase test compares with 0
+            slope_S = abs(self.a) * (1 + ratio) + 2 * abs(self.b) * (t + dt)
             slope_K = 2 * self.c * (t + dt) + 3 * self.d * (t + dt) ** 2
-            robust = (abs(gain) > 2 * (slope_S * dt + 2 * u * (abs(self.S(t)) + abs(self.offset))) and
+            rounding = 2 * u * (abs(self.S(t)) + abs(self.offset) + ratio * abs(self.a) * t)
+            robust = (abs(gain) > 2 * (slope_S * dt + rounding) and abs(excess) > 2 * (slope_S * dt + rounding) and
                       abs(kl - self.max_kl) > 2 * (slope_K * dt + 2 * u * (kl + self.max_kl)))
-            accepted = gain > 0 and kl <= self.max_kl
+            accepted = gain > 0 and excess > 0 and kl <= self.max_kl
             rows.append((k, t, gain, kl, accepted, robust))
             if accepted:
                 break
         return rows
 
-    def expected(self, beta: float, u: float):
+    def expected(self, beta: float, u: float, ratio: float = 0.0):
         """(t of the returned point or None for x0, whether every decision up to it is robust)."""
-        rows = self.trials(beta, u)
+        rows = self.trials(beta, u, ratio)
         robust = all(r[5] for r in rows)
         accepted = [r for r in rows if r[4]]
         return (accepted[0][1] if accepted else None), robust
 
-    def describe(self, beta: float, u: float) -> str:
+    def describe(self, beta: float, u: float, ratio: float = 0.0) -> str:
         lines = ["  k   t = beta^k      surrogate gain         kl   verdict"]
-        for k, t, gain, kl, accepted, _ in self.trials(beta, u):
-            why = "accept" if accepted else ("no improvement" if gain <= 0 else f"kl > max_kl = {self.max_kl:g}")
+        for k, t, gain, kl, accepted, _ in self.trials(beta, u, ratio):
+            why = "accept" if accepted else ("no improvement" if gain <= 0 else f"kl > max_kl = {self.max_kl:g}"
+                                             if kl > self.max_kl else f"gain <= {ratio:g} x predicted {self.a * t:.6g}")
             lines.append(f"{k:>3}  {t:>10.6g}  {gain:>18.6g}  {kl:>9.6g}   {why}")
         return "\n".join(lines)
 
@@ -574,8 +612,11 @@ def run_line_search(ctx, scenario: Scenario):
     scenario = scenario.rounded(ctx.dtype)
     surrogate, kl = scenario.functions()
     n = len(scenario.x0)
-    call = ctx.call("line_search", {"surrogate": surrogate, "kl": kl, "x0": scenario.x0, "fullstep": scenario.f,
-                                    "max_kl": scenario.max_kl, "max_backtracks": scenario.max_backtracks}, shape=(n,))
+    args = {"surrogate": surrogate, "kl": kl, "x0": scenario.x0, "fullstep": scenario.f, "max_kl": scenario.max_kl,
+            "max_backtracks": scenario.max_backtracks}
+    if accept_ratio(ctx):  # only a candidate that declares the sufficient-increase test receives the slope
+        args["expected_improve_rate"] = scenario.a
+    call = ctx.call("line_search", args, shape=(n,))
     return call.outputs[0], scenario, call, (surrogate, kl)
 
 
@@ -589,10 +630,10 @@ def trial_text(scenario: Scenario, beta: float, x, recorded) -> str:
 
 
 def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
-    beta = backtrack_factor(ctx)
+    beta, ratio = backtrack_factor(ctx), accept_ratio(ctx)
     x, scenario, call, recorded = run_line_search(ctx, scenario)
     u = call.unit_roundoff
-    t_expected, robust = scenario.expected(beta, u)
+    t_expected, robust = scenario.expected(beta, u, ratio)
     if not robust:
         return False
     if only_failures and t_expected is not None:
@@ -603,8 +644,6 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + TINY
     if t_expected is None:  # x0 may be restored by undoing the last trial, x0 + t f - t f (t <= 1): two
         tol = tol + 4 * u * np.abs(scenario.f)  # more roundings of at most u (|x0| + |f|) each
-    got = scenario.t(x)
-    rows = scenario.trials(beta, u)
 
     def diagnose(actual):
         t = scenario.t(actual)
@@ -620,6 +659,13 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
                     "checked (bug E3)")
         if t > 0 and scenario.S(t) <= scenario.S(0.0):
             return "the returned trial does not improve the surrogate: only the KL is tested"
+        if ratio and t > 0 and scenario.S(t) - scenario.S(0.0) <= ratio * scenario.a * t:
+            k_got = math.log(t) / math.log(beta)
+            if k_got >= 2 and abs(k_got - round(k_got)) < 1e-9:
+                return (f"the returned trial gains less than {ratio:g} x its predicted gain: the prediction is scaled by "
+                        "the product of every step fraction so far instead of the last one (skrl's expected_improvement *= alpha "
+                        "compounds across backtracks)")
+            return f"the returned trial gains less than {ratio:g} x its predicted gain: the accept-ratio test is wrong or missing"
         for other in (0.8, 0.5, 0.7, 0.9):
             if other != beta and t > 0 and abs(math.log(t) / math.log(other) - round(math.log(t) / math.log(other))) < 1e-9:
                 return (f"the trials shrink by {other:g}, not {beta:g}: declare RLSPEC_CONVENTIONS['backtrack_factor'] = {other:g} "
@@ -627,7 +673,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
         return ""
 
     what = (f"line_search result vs x0 + {t_exp:g} fullstep ({'no trial qualifies: x0' if t_expected is None else f'first k = {k} that qualifies'}; "
-            f"{trial_text(scenario, beta, x, recorded)}; trials:\n{scenario.describe(beta, u)}\n)")
+            f"{trial_text(scenario, beta, x, recorded)}; trials:\n{scenario.describe(beta, u, ratio)}\n)")
     assert_close(x, expected, tol, what=what, call=call.code, diagnose=diagnose)
     return True
 
@@ -646,21 +692,46 @@ LINE_SEARCH_KNOWN = [known_scenario(f"trpo.line-search-{name}") for name in ("kl
 # improves, a KL too large at every trial of ten.
 LINE_SEARCH_FAILURES = [known_scenario(f"trpo.line-search-{name}") for name in ("e1-restore", "never-improves", "kl-always-too-large")]
 
+# With a declared accept ratio (fullstep an ascent direction, a > 0):
+ACCEPT_RATIO_KNOWN = [
+    # gain t - 2.5 t^2 against the prediction t: ratios -1.5, -0.25, 0.375, 0.6875 at t = 1 .. 1/8. With r = 0.5 and
+    # beta = 0.5 the first to pass is t = 1/8; a prediction compounded over the backtracks (1/2 x 1/4 instead of
+    # 1/4 at the third trial) doubles the ratio there and accepts t = 1/4.
+    Scenario([0.5, -1.0], [1.0, 0.5], a=1.0, b=-2.5, c=0.001, d=0.0, max_kl=0.01, max_backtracks=10),
+]
+ACCEPT_RATIO_FAILURES = [
+    # The surrogate rises at first (a > 0) but falls at every trial of five: gain t (1 - 40 t) < 0 for t >= 1/16.
+    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=-40.0, c=0.0, d=0.0, max_kl=0.01, max_backtracks=5),
+]
+
+
+def known_scenarios(ctx, *, failures: bool):
+    """The known line-search scenarios for the candidate's declarations: with an accept ratio, the ones whose
+    fullstep is an ascent direction, plus those the ratio decides."""
+    if not accept_ratio(ctx):
+        return LINE_SEARCH_FAILURES if failures else LINE_SEARCH_KNOWN + LINE_SEARCH_FAILURES[:1]
+    ascent = lambda cases: [c for c in cases if c.a > 0]
+    if failures:
+        return ascent(LINE_SEARCH_FAILURES) + ACCEPT_RATIO_FAILURES
+    return ascent(LINE_SEARCH_KNOWN) + ACCEPT_RATIO_KNOWN + LINE_SEARCH_FAILURES[:1]
+
 
 @check("TRPO-LINE-SEARCH-RULE")
 def line_search_rule(ctx):
     """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
-    for scenario in LINE_SEARCH_KNOWN + LINE_SEARCH_FAILURES[:1]:
+    for scenario in known_scenarios(ctx, failures=False):
         verify_line_search(ctx, scenario)
-    ctx.property(draws.line_searches(), lambda s: assume(verify_line_search(ctx, Scenario(*s))), label="drawn", tier="known-answers-first")
+    drawn = draws.line_searches(ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
+    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s))), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
 def line_search_restores(ctx):
     """When no trial improves the surrogate within the KL budget the line search returns x0 itself."""
-    for scenario in LINE_SEARCH_FAILURES:
+    for scenario in known_scenarios(ctx, failures=True):
         verify_line_search(ctx, scenario, only_failures=True)
-    ctx.property(draws.line_searches(failing=True), lambda s: assume(verify_line_search(ctx, Scenario(*s), only_failures=True)), label="drawn",
+    drawn = draws.line_searches(failing=True, ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
+    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s), only_failures=True)), label="drawn",
                  tier="known-answers-first")
 
 
@@ -702,17 +773,20 @@ class UpdateProblem:
 
 
 class Oracle:
-    """Everything the suite computes about one update problem, in float64."""
+    """Everything the suite computes about one update problem, in float64. ``ratio``: the declared accept
+    ratio; ``standardise``: the candidate standardises the advantages first (the oracle does too)."""
 
-    def __init__(self, problem: UpdateProblem, damp: float, beta: float, u: float, stop: float = 0.0, *, full: bool = True):
+    def __init__(self, problem: UpdateProblem, damp: float, beta: float, u: float, stop: float = 0.0, *, full: bool = True,
+                 ratio: float = 0.0, standardise: bool = False):
         import torch
         from torch.distributions import kl_divergence
 
-        self.problem, self.beta, self.u, self.torch = problem, beta, u, torch
+        self.problem, self.beta, self.u, self.torch, self.ratio = problem, beta, u, torch, ratio
         policy, B = problem.policy, problem.policy.batch
         theta0 = torch.tensor(problem.theta0)
         actions = torch.tensor(problem.actions, dtype=torch.long if policy.kind == "categorical" else torch.float64)
-        advantages = torch.tensor(problem.advantages)
+        self.advantages = standardised(problem.advantages) if standardise else problem.advantages
+        advantages = torch.tensor(self.advantages)
         old = policy(theta0)
         logp_old = old.log_prob(actions).detach()
         self.surrogate = lambda th: (torch.exp(policy(th).log_prob(actions) - logp_old) * advantages).mean()
@@ -734,11 +808,12 @@ class Oracle:
             from torch.autograd.functional import jacobian
 
             scores = jacobian(lambda th: policy(th).log_prob(actions), theta0).numpy()  # (B, P)
-        M_g = np.abs(problem.advantages) @ np.abs(scores) / B
+        M_g = np.abs(self.advantages) @ np.abs(scores) / B
         self.P = damped(F, damp)
         self.lam_min, _, self.kappa = condition(self.P)
         x = np.linalg.solve(self.P, self.g)
         self.step = math.sqrt(2 * problem.max_kl / (self.g @ x)) * x
+        self.predicted = float(self.g @ self.step)  # the linear model's gain of the full step, g' Delta* > 0
         self.step_norm = math.sqrt(self.step @ self.P @ self.step)
         eps_dir, eps_kl = natural_step_errors(self.P, u, np.linalg.norm(self.g), stop)
         c_g = policy.n_params + n_actions + B + 10
@@ -746,7 +821,8 @@ class Oracle:
         self.eps = eps_dir + eps_kl / 2 + eps_g
 
     def at(self, t: float):
-        """(gain, kl, reverse kl, margins for gain and kl) at theta0 + t Delta*."""
+        """(gain, kl, reverse kl, margins for gain and kl) at theta0 + t Delta*; with an accept ratio the gain
+        is the excess over ratio t g'Delta* (what the sufficient-increase test compares with 0)."""
         torch = self.torch
         theta = torch.tensor(self.problem.theta0 + t * self.step, requires_grad=True)
         gain = self.surrogate(theta) - self.surrogate(torch.tensor(self.problem.theta0))
@@ -759,8 +835,11 @@ class Oracle:
         lam_max = self.kappa * self.lam_min
         moved = (t * self.eps * self.step_norm  # |trial - exact trial|_P
                  + (2 * k + 4) * self.u * (np.linalg.norm(self.problem.theta0) + t * np.linalg.norm(self.step)) * math.sqrt(lam_max))
-        size = float(torch.abs(self.surrogate(theta).detach())) + float(np.mean(np.abs(self.problem.advantages)))
+        size = float(torch.abs(self.surrogate(theta).detach())) + float(np.mean(np.abs(self.advantages)))
         margin_gain = 2 * (inv(grad_s.numpy()) * moved + self.c_eval * self.u * size)
+        if self.ratio:  # the candidate's prediction t g'Delta is off by its step's relative error (eps) and rounding
+            gain = gain - self.ratio * t * self.predicted
+            margin_gain += 2 * self.ratio * t * abs(self.predicted) * (2 * self.eps + self.c_eval * self.u)
         margin_kl = 2 * (inv(grad_k.numpy()) * moved + self.c_eval * self.u * (float(kl) + self.problem.max_kl + 1.0))
         return float(gain), float(kl), float(self.reverse_kl(theta.detach())), margin_gain, margin_kl
 
@@ -769,7 +848,7 @@ class Oracle:
         for k in range(self.problem.max_backtracks):
             t = self.beta**k
             gain, kl, reverse, m_gain, m_kl = self.at(t)
-            accepted = gain > 0 and kl <= self.problem.max_kl
+            accepted = gain > 0 and kl <= self.problem.max_kl  # gain: the excess over the accept ratio's share
             robust = abs(gain) > m_gain and abs(kl - self.problem.max_kl) > m_kl
             rows.append((k, t, gain, kl, reverse, accepted, robust))
             if accepted:
@@ -787,15 +866,17 @@ class Oracle:
                 + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + TINY)
 
 
-def describe_trials(rows, max_kl) -> str:
-    lines = ["  k   t = beta^k   surrogate gain   KL(old||new)   KL(new||old)   verdict"]
+def describe_trials(rows, max_kl, ratio: float = 0.0) -> str:
+    header = "surrogate gain" if not ratio else f"gain - {ratio:g} x predicted"
+    lines = [f"  k   t = beta^k   {header:>14}   KL(old||new)   KL(new||old)   verdict"]
     for k, t, gain, kl, reverse, accepted, _ in rows:
-        why = "accept" if accepted else ("no improvement" if gain <= 0 else f"KL(old||new) > max_kl = {max_kl:g}")
+        short = "no improvement" if not ratio else f"gain <= {ratio:g} x predicted"
+        why = "accept" if accepted else (short if gain <= 0 else f"KL(old||new) > max_kl = {max_kl:g}")
         lines.append(f"{k:>3}  {t:>11.6g}  {gain:>15.6g}  {kl:>13.6g}  {reverse:>13.6g}   {why}")
     return "\n".join(lines)
 
 
-def run_update(ctx, problem: UpdateProblem):
+def run_update(ctx, problem: UpdateProblem, **options):
     problem = problem.rounded(ctx.dtype)
     if problem.policy.kind == "categorical":  # integer actions pass as a torch long tensor (arrays become floats)
         import torch
@@ -806,7 +887,7 @@ def run_update(ctx, problem: UpdateProblem):
     call = ctx.call("trpo_update", {"policy": problem.policy, "params": problem.theta0, "actions": actions,
                                     "advantages": problem.advantages, "max_kl": problem.max_kl,
                                     "cg_iters": problem.cg_iters, "max_backtracks": problem.max_backtracks},
-                    array="torch", shape=(problem.policy.n_params,))
+                    array="torch", shape=(problem.policy.n_params,), **options)
     return call.outputs[0], problem, call
 
 
@@ -820,12 +901,41 @@ def reverse_rule_trial(oracle: "Oracle"):
     return None, 0
 
 
+def compounded_rule_trial(oracle: "Oracle"):
+    """(t, k) of the trial a line search accepts whose predicted gain is compounded over the backtracks,
+    ratio g'Delta* beta^(0 + 1 + ... + k) instead of ratio g'Delta* beta^k (skrl 2.1.1), or (None, 0)."""
+    for k in range(oracle.problem.max_backtracks):
+        t = oracle.beta**k
+        excess, kl, _, _, _ = oracle.at(t)
+        gain = excess + oracle.ratio * t * oracle.predicted
+        if gain > oracle.ratio * oracle.predicted * oracle.beta ** (k * (k + 1) / 2) and kl <= oracle.problem.max_kl:
+            return t, k
+    return None, 0
+
+
+def verify_constant_advantages(ctx, problem: UpdateProblem) -> None:
+    """A candidate that standardises its advantages, on constant ones: they standardise to 0 (the std is 0),
+    the surrogate is 0 at every theta, no trial improves it, and the rule returns theta0 itself."""
+    x, problem, call = run_update(ctx, problem, allow_nonfinite=True)
+    tol = 4 * call.unit_roundoff * np.abs(problem.theta0) + TINY
+
+    def diagnose(actual):
+        if not np.all(np.isfinite(actual)):
+            return ("constant advantages standardised to 0/0 = NaN (the std of a constant batch is 0 and nothing guards "
+                    "it, e.g. no epsilon), and the NaN reached the parameters")
+        return "the update moved although no step can improve a surrogate whose advantages are all 0"
+
+    assert_close(x, problem.theta0, tol, what=f"trpo_update with constant advantages {problem.advantages.tolist()} "
+                 "(trpo_advantage_normalization 'batch': they standardise to 0) vs theta0", call=call.code, diagnose=diagnose)
+
+
 def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False) -> bool:
     """Run trpo_update; compare with the oracle's answer (or, ``constraint_only``, check KL(old || new) <=
     max_kl at the returned point). False when the example's decisions are too close to call."""
     beta, damp = backtrack_factor(ctx), damping(ctx)
     x, problem, call = run_update(ctx, problem)
-    oracle = Oracle(problem, damp, beta, call.unit_roundoff, cg_stop(ctx), full=not constraint_only)
+    oracle = Oracle(problem, damp, beta, call.unit_roundoff, cg_stop(ctx), full=not constraint_only,
+                    ratio=accept_ratio(ctx), standardise=standardises(ctx))
     if constraint_only:
         import torch
 
@@ -860,6 +970,13 @@ def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False)
 
     def diagnose(actual):
         moved = actual - problem.theta0
+        if oracle.ratio:
+            compounded_t, compounded_k = compounded_rule_trial(oracle)
+            if compounded_t is not None and compounded_t != t_expected and compounded_k >= 2 and matches(
+                    actual, problem.theta0 + compounded_t * oracle.step, oracle.tolerance(compounded_t, compounded_k)):
+                return (f"the result is trial k = {compounded_k}, which passes the accept-ratio test only against a predicted "
+                        "gain compounded over the backtracks (g'Delta times the product of every step fraction so far, "
+                        "skrl's expected_improvement *= alpha) instead of beta^k g'Delta")
         reverse_t, reverse_k = reverse_rule_trial(oracle)
         reverse = (reverse_t is not None and reverse_t != t_expected
                    and matches(actual, problem.theta0 + reverse_t * oracle.step, oracle.tolerance(reverse_t, reverse_k)))
@@ -888,13 +1005,15 @@ def verify_update(ctx, problem: UpdateProblem, *, constraint_only: bool = False)
 
     what = (f"trpo_update result vs theta0 + {t:g} Delta* ({'no trial qualifies: theta0' if t_expected is None else f'first k = {k}'}; "
             f"{declared(ctx)}; Delta* = {np.array2string(oracle.step, precision=6)} is the natural step of the exact Fisher; trials:\n"
-            f"{describe_trials(rows, problem.max_kl)}\n)")
+            f"{describe_trials(rows, problem.max_kl, accept_ratio(ctx))}\n)")
     assert_close(x, expected, tol, what=what, call=call.code, diagnose=diagnose)
     return True
 
 
 @st.composite
-def update_problems(draw, families=("categorical", "gaussian")):
+def update_problems(draw, families=("categorical", "gaussian"), standardise: bool = False):
+    """``standardise``: the candidate standardises the advantages; they are drawn away from constant (whose
+    standardisation is all rounding), and the gradient condition holds for the standardised ones."""
     kind = draw(st.sampled_from(families), label="family")
     B, m = draw(st.integers(2, 5), label="B"), draw(st.integers(1, 2), label="m")
     size = draw(st.integers(2, 3) if kind == "categorical" else st.integers(1, 2), label="actions / dims")
@@ -908,24 +1027,29 @@ def update_problems(draw, families=("categorical", "gaussian")):
         actions = draw(real_arrays((B, size), -2.0, 2.0), label="actions")
     advantages = draw(real_arrays(B, -2.0, 2.0), label="advantages")
     assume(np.abs(advantages).max() > 0.1)
+    if standardise:
+        assume(advantages.std() > 0.1 * np.abs(advantages).max())
     max_kl = 10.0 ** draw(st.floats(-3.0, 0.0), label="log10 max_kl")
     max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
     problem = UpdateProblem(policy, theta0, actions, advantages, max_kl, max_backtracks)
     F, _ = exact_fisher(policy, theta0)
     assume(condition(F + 1e-300 * np.eye(len(F)))[2] <= 1e3)
-    assume(gradient_norm(problem) > 1e-3 * np.abs(advantages).mean())  # no natural direction at a stationary point
+    used = standardised(advantages) if standardise else advantages
+    assume(gradient_norm(problem, used) > 1e-3 * np.abs(used).mean())  # no natural direction at a stationary point
     return problem
 
 
-def gradient_norm(problem: UpdateProblem) -> float:
-    """|grad L(theta0)|: at 0 the natural step is 0/0 (no direction), which the protocol leaves undefined."""
+def gradient_norm(problem: UpdateProblem, advantages=None) -> float:
+    """|grad L(theta0)| (for ``advantages``, default the problem's): at 0 the natural step is 0/0 (no
+    direction), which the protocol leaves undefined."""
     import torch
 
     theta = torch.tensor(problem.theta0, requires_grad=True)
     kind = torch.long if problem.policy.kind == "categorical" else torch.float64
     actions = torch.tensor(problem.actions, dtype=kind)
     logp = problem.policy(theta).log_prob(actions)
-    surrogate = (torch.exp(logp - logp.detach()) * torch.tensor(problem.advantages)).mean()
+    used = problem.advantages if advantages is None else advantages
+    surrogate = (torch.exp(logp - logp.detach()) * torch.tensor(used)).mean()
     (g,) = torch.autograd.grad(surrogate, theta)
     return float(g.norm())
 
@@ -954,21 +1078,44 @@ UPDATE_KNOWN = [
     UpdateProblem(Policy("categorical", ONE_STATE, 3), [-0.25, 1.25], [0, 1, 2], [0.0, -0.25, 0.5], max_kl=2.0,
                   max_backtracks=1),
 ]
+# For a candidate that declares an accept ratio: with r = 0.5, beta = 0.5 and standardised advantages no trial of
+# three gains half its prediction (the excess is -1.18, -0.51, -0.10) -> theta0; a prediction compounded over the
+# backtracks (skrl 2.1.1) halves the third trial's prediction and accepts it.
+ACCEPT_RATIO_UPDATE_KNOWN = [
+    UpdateProblem(Policy("gaussian", [[0.0], [1.0]], 2), [0.0, -1.0, -1.0, -1.0], [[0.0, 0.0], [1.0, 0.0]], [0.0, -1.0],
+                  max_kl=1.0, max_backtracks=3),
+]
+# For a candidate that standardises its advantages: constant ones standardise to 0 -> theta0.
+CONSTANT_ADVANTAGES = [
+    UpdateProblem(Policy("categorical", [[1.0, 0.5], [-0.5, 1.0], [0.25, -1.0]], 3), [0.3, -0.2, 0.5, 0.1], [0, 2, 1],
+                  [0.75, 0.75, 0.75], max_kl=0.01),
+    UpdateProblem(Policy("gaussian", [[1.0], [0.5], [-1.0]], 2), [0.2, -0.3, 0.0, -0.5],
+                  [[0.5, -1.0], [1.5, 0.25], [-0.5, 0.5]], [0.75, 0.75, 0.75], max_kl=0.01),
+]
 
 
 @check("TRPO-LINE-SEARCH-KL-DIRECTION")
 def line_search_kl_direction(ctx):
     """trpo_update tests KL(old || new): where the two directions disagree it returns the KL(old||new) answer,
     and on drawn problems the parameters it returns satisfy KL(old || new) <= max_kl."""
+    kinds = families(ctx)
     for problem in KL_DIRECTION_KNOWN:
-        verify_update(ctx, problem)
-    ctx.property(update_problems(), lambda p: verify_update(ctx, p, constraint_only=True), label="drawn",
-                 tier="known-answers-first-costly")
+        if problem.policy.kind in kinds:
+            verify_update(ctx, problem)
+    ctx.property(update_problems(kinds, standardises(ctx)), lambda p: verify_update(ctx, p, constraint_only=True),
+                 label="drawn", tier="known-answers-first-costly")
 
 
 @check("TRPO-UPDATE-TRUST-REGION")
 def update_trust_region(ctx):
     """trpo_update = theta0 + beta^k Delta* (the natural step of the exact Fisher) for the first qualifying k, else theta0."""
-    for problem in UPDATE_KNOWN:
-        verify_update(ctx, problem)
-    ctx.property(update_problems(), lambda p: assume(verify_update(ctx, p)), label="drawn", tier="known-answers-first-costly")
+    kinds = families(ctx)
+    for problem in UPDATE_KNOWN + (ACCEPT_RATIO_UPDATE_KNOWN if accept_ratio(ctx) else []):
+        if problem.policy.kind in kinds:
+            verify_update(ctx, problem)
+    if standardises(ctx):
+        for problem in CONSTANT_ADVANTAGES:
+            if problem.policy.kind in kinds:
+                verify_constant_advantages(ctx, problem)
+    ctx.property(update_problems(kinds, standardises(ctx)), lambda p: assume(verify_update(ctx, p)), label="drawn",
+                 tier="known-answers-first-costly")

@@ -78,10 +78,13 @@ def _spd_systems(draw):
     return A, draw(vectors(A.shape[0]), label="b")
 
 
-def policy_points():
+def policy_points(*, families=POLICY_FAMILIES):
     """``(kind, features, size, params, v)``: a linear categorical (size actions) or diagonal Gaussian (size
-    dimensions) policy on B in 1..4 states of m in 1..3 features, its parameters and a vector."""
-    return _policy_points()
+    dimensions) policy of ``families`` on B in 1..4 states of m in 1..3 features, its parameters and a vector."""
+    families = tuple(families)
+    if not families or not set(families) <= set(POLICY_FAMILIES):
+        raise InvalidArgument(f"families={families!r} must be a non-empty subset of {POLICY_FAMILIES}")
+    return _policy_points(families)
 
 
 def _n_params(kind: str, features, size: int) -> int:
@@ -92,8 +95,8 @@ def _n_params(kind: str, features, size: int) -> int:
 
 
 @st.composite
-def _policy_points(draw):
-    kind = draw(st.sampled_from(["categorical", "gaussian"]), label="family")
+def _policy_points(draw, kinds):
+    kind = draw(st.sampled_from(kinds), label="family")
     B, m = draw(st.integers(1, 4), label="B"), draw(st.integers(1, 3), label="m")
     size = draw(st.integers(2, 4) if kind == "categorical" else st.integers(1, 3), label="actions / dims")
     features = draw(real_arrays((B, m), -2.0, 2.0), label="features")
@@ -134,15 +137,19 @@ def _reparameterised_problems(draw):
     return F, g, max_kl, M
 
 
-def line_searches(*, failing: bool = False):
+def line_searches(*, failing: bool = False, ascent: bool = False, beta: float = 0.5):
     """``(x0, fullstep, a, b, c, d, max_kl, max_backtracks)``: surrogate S0 + a t + b t^2 and KL c t^2 + d t^3 along
     the step (t the fraction of fullstep moved), n in 1..4; ``failing``: no trial can qualify (the surrogate never
-    rises, or the KL exceeds max_kl at every trial)."""
-    return _line_searches(failing=bool(failing))
+    rises, or the KL exceeds max_kl at every trial); ``ascent``: a > 0 (a declared accept ratio), and a failing
+    scenario then falls at every trial (b t < -a for t >= beta^(max_backtracks - 1)) or exceeds the KL at every
+    trial."""
+    if not 0.0 < beta < 1.0:
+        raise InvalidArgument(f"beta={beta!r} must be in (0, 1)")
+    return _line_searches(failing=bool(failing), ascent=bool(ascent), beta=float(beta))
 
 
 @st.composite
-def _line_searches(draw, *, failing: bool = False):
+def _line_searches(draw, *, failing: bool = False, ascent: bool = False, beta: float = 0.5):
     n = draw(st.integers(1, 4), label="n")
     x0 = draw(real_arrays(n, -4.0, 4.0), label="x0")
     f = draw(vectors(n, max_abs=4.0, min_norm=1e-2), label="fullstep")
@@ -152,9 +159,14 @@ def _line_searches(draw, *, failing: bool = False):
     b = draw(st.floats(-4.0, 1.0), label="b")
     c = max_kl * 10.0 ** draw(st.floats(-2.0, 3.0), label="log10 c / max_kl")
     d = max_kl * draw(st.floats(0.0, 10.0), label="d / max_kl")
+    if ascent:
+        a = abs(a) + 1e-3
     if failing:  # no trial can qualify: the surrogate never rises, or the KL exceeds max_kl at every trial
         if draw(st.booleans(), label="never improves"):
-            a, b = -abs(a) - 1e-3, -abs(b)
+            if ascent:
+                b = -a / beta ** (max_backtracks - 1) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 fall")
+            else:
+                a, b = -abs(a) - 1e-3, -abs(b)
         else:
             c = max_kl * 2.0 ** (2 * max_backtracks) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 excess")
     return x0, f, a, b, c, d, max_kl, max_backtracks

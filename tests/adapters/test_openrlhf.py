@@ -1,5 +1,5 @@
-"""The ``openrlhf`` adapter against OpenRLHF 0.11.2: its verdicts clause by clause, how it loads the
-library's files, and the facts behind the verdicts, measured on the same files.
+"""The ``openrlhf`` adapter against OpenRLHF 0.11.2: its verdicts (tests/adapters/expected/openrlhf.toml),
+how it loads the library's files, and the library facts behind the verdicts.
 
 Skipped when openrlhf is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters), where a
 missing library is an error.
@@ -23,65 +23,17 @@ else:
 
 import torch  # noqa: E402
 
+from _verdicts import run, table, verdict_tests  # noqa: E402
+
 from rlspec.checks import load, run_conformance  # noqa: E402
 from rlspec.checks.adapters import openrlhf as adapter  # noqa: E402
 
 ORL = adapter._orl
 
-# The [-10, 10] clamp compute_approx_kl puts on every estimate (and k3's log ratio at -10): a defect,
-# docs/bugs-found.md. It fails every KL clause with a log ratio beyond the clamp's start (KL-PENALTY-VALUES
-# and KL-PENALTY-EXPECTED-GRADIENT stay at |log ratio| <= 2.5, below every clamp, and pass).
-KL_CLAMPED = ("KL-K1-UNBIASED", "KL-K3-UNBIASED", "KL-K2-SECOND-ORDER", "KL-DIRECTION", "KL-EXTREME-LOG-RATIO",
-              "KL-PENALTY-EXTREME-LOG-RATIO")
+test_verdict, test_unlisted_clauses, test_table_names_every_candidate = verdict_tests("openrlhf")
 # OpenRLHF has token-mean and seq-mean-token-mean only (aggregate_loss_modes declared): the clauses judge those
 AGG_TWO_MODES = ("RLHF-AGG-KNOWN-ANSWER", "RLHF-AGG-GRADIENT-WEIGHTS", "RLHF-AGG-WIDTH-INDEPENDENT",
                  "RLHF-AGG-LENGTH-BIAS", "RLHF-AGG-MASKED-ZERO-GRADIENT")
-
-# What OpenRLHF does, clause by clause (quick profile, seed 0, float64 inputs, judged at float32).
-# Every clause of an operation the adapter provides is listed; the rest must be not-provided.
-EXPECTED = {
-    **{clause: "pass" for clause in (
-        # gae: per-episode rows through get_advantages_and_returns, bootstraps folded into the last reward
-        "GAE-SEED-EXAMPLE", "GAE-SEED-EXAMPLE-TRUNCATED", "GAE-TD-ERROR-AT-LAMBDA-0", "GAE-MONTE-CARLO-AT-LAMBDA-1",
-        "GAE-LAMBDA-MIXTURE", "GAE-BACKWARD-RECURSION", "GAE-TERMINAL-NO-BOOTSTRAP", "GAE-TRUNCATION-BOOTSTRAP",
-        "GAE-NO-LEAK-ACROSS-BOUNDARY", "GAE-ROLLOUT-END-BOOTSTRAP", "GAE-COLUMNS-INDEPENDENT",
-        "GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES", "GAE-LINEARITY", "GAE-FLOAT32-LONG-ROLLOUT", "GAE-INPUTS-NOT-MUTATED",
-        "GRID-GAE-EXPECTATION-EXACT-CRITIC", "GRID-GAE-EXPECTATION-CLOSED-FORM", "GRID-GAE-LAMBDA-ONE-CRITIC-CANCELS",
-        "GRID-PERFORMANCE-DIFFERENCE",
-        # PolicyLoss / ValueLoss on one row; whitening with the declared biased variance floored at 1e-8
-        "PPO-RATIO-LOG-SPACE", "PPO-FIRST-STEP-VANILLA-GRADIENT", "PPO-CLIP-LOSS-VALUE", "PPO-CLIP-GRADIENT-TABLE",
-        "PPO-PESSIMISTIC-BOUND", "PPO-WRONG-WAY-GRADIENT-LIVE", "PPO-CLIP-BOUNDARY", "PPO-DUAL-CLIP", "PPO-VALUE-LOSS",
-        "PPO-VALUE-LOSS-CLIPPED", "PPO-ADVANTAGE-NORMALISATION", "PPO-ADVANTAGE-NORMALISATION-DEGENERATE",
-        "KL-K3-NONNEGATIVE",
-        # token level
-        "RLHF-GAE-KNOWN-ANSWER", "RLHF-GAE-ROW-EQUALS-GAE", "RLHF-GAE-PADDING-INVARIANT", "RLHF-GAE-MASKED-GARBAGE-IGNORED",
-        "RLHF-GAE-ROWS-INDEPENDENT", "RLHF-GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES",
-        "RLHF-REWARDS-KNOWN-ANSWER", "RLHF-REWARDS-SCORE-ON-LAST-REAL-TOKEN", "RLHF-REWARDS-KL-PER-TOKEN",
-        "RLHF-AGG-MICROBATCH-INVARIANT", *AGG_TWO_MODES,
-        # PolicyLoss with batch_num_tokens = 1 (a token sum); the +-20 log-ratio clamp is declared
-        "RLHF-PPO-TOKEN-GRADIENT-TABLE", "RLHF-PPO-ASYMMETRIC-CLIP", "RLHF-PPO-DUAL-CLIP", "RLHF-PPO-MASKED-TOKENS",
-        "RLHF-PPO-RATIO-LOG-SPACE", "RLHF-PPO-LOG-RATIO-CLAMP",
-        # group_norm (unbiased std + 1e-9), rloo, dr_grpo
-        "GROUP-GRPO-VALUES", "GROUP-MEAN-VALUES", "GROUP-RLOO-LEAVE-ONE-OUT", "GROUP-UNSORTED-IDS",
-        "GROUP-IDENTICAL-SCORES", "GROUP-LOW-VARIANCE", "GROUP-BASELINE-BIAS",
-        # compute_approx_kl: k1/k2/k3 and unbiased_gradient=True, below the clamps
-        "KL-PENALTY-VALUES", "KL-PENALTY-EXPECTED-GRADIENT",
-    )},
-    # GAE multiplies values and rewards by the mask: an interior masked span is a run of r = V = 0
-    # steps (0.533203125 instead of 1.03125): a defect, docs/bugs-found.md
-    "RLHF-GAE-INTERIOR-MASK-SKIPPED": "fail",
-    **{clause: "fail" for clause in KL_CLAMPED},
-    "GROUP-SINGLETON": "xfail",  # n_samples_per_prompt > 1 asserted (openrlhf.xfail)
-    "GROUP-UNSCORABLE-EXCLUDED": "xfail",  # rewards are numbers: a NaN poisons its group (openrlhf.xfail)
-    "KL-PENALTY-OFF-POLICY": "xfail",  # importance weight clipped at KL_IS_WEIGHT_CLIP = 10 (openrlhf.xfail)
-}
-PROVIDED = {"gae", "token_gae", "assemble_rewards", "group_advantages", "normalize_advantages", "aggregate_loss",
-            "token_ppo_loss", "ppo_clip_loss", "ppo_value_loss", "kl_penalty", "kl_estimate"}
-
-
-@pytest.fixture(scope="module")
-def run():
-    return run_conformance("openrlhf", profile="quick", seed=0)
 
 
 def test_version_is_the_one_the_adapter_was_written_against():
@@ -90,33 +42,16 @@ def test_version_is_the_one_the_adapter_was_written_against():
 
 def test_loads_by_bare_name_with_its_declarations():
     candidate = load("openrlhf")
-    assert set(candidate.operations) == PROVIDED
     assert candidate.precision == "float32" and candidate.array == "torch"
     assert candidate.conventions["log_ratio_clamp"] == 20.0
     assert candidate.conventions["group_std_eps"] == 1e-9
-    assert set(candidate.xfail) == {c for c, status in EXPECTED.items() if status == "xfail"}
+    xfails = {clause for clause, verdict in table("openrlhf")["openrlhf"].items() if verdict.quick == "xfail"}
+    assert set(candidate.xfail) == xfails
 
 
-@pytest.mark.parametrize("clause", sorted(EXPECTED))
-def test_verdict(run, clause):
-    result = run[clause]
-    assert result.status == EXPECTED[clause], f"{clause}: {result.status}: {result.message}"
-
-
-def test_aggregation_is_judged_on_its_two_modes(run):
+def test_aggregation_is_judged_on_its_two_modes():
     note = "judged on the declared modes token-mean, seq-mean-token-mean only (aggregate_loss_modes)"
-    assert all(note in run[clause].notes for clause in AGG_TWO_MODES)
-
-
-def test_every_other_clause_is_not_provided_or_passes(run):
-    for result in run.results:
-        if result.id in EXPECTED:
-            continue
-        operations = {result.operation} if isinstance(result.operation, str) else set(result.operation)
-        if operations <= PROVIDED:
-            assert result.status == "pass", f"{result.id}: {result.status}: {result.message} (add it to EXPECTED)"
-        else:
-            assert result.status == "not-provided", f"{result.id}: {result.status}: {result.message}"
+    assert all(note in run("openrlhf")[clause].notes for clause in AGG_TWO_MODES)
 
 
 # ---------------------------------------------------------------------------------------------

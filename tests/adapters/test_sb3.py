@@ -1,5 +1,5 @@
-"""The ``sb3`` adapter against stable-baselines3 2.9: its verdicts clause by clause, and the facts
-the adapter relies on.
+"""The ``sb3`` adapter against stable-baselines3 2.9: its verdicts (tests/adapters/expected/sb3.toml) and
+the library facts the adapter relies on.
 
 Skipped when stable-baselines3 is not installed, unless RLSPEC_REQUIRE_ADAPTERS=1 (.ci/adapters),
 where a missing library is an error.
@@ -17,64 +17,15 @@ else:
 
 import torch  # noqa: E402
 
-from rlspec.checks import run_conformance  # noqa: E402
+from _verdicts import verdict_tests  # noqa: E402
+
 from rlspec.checks.adapters import sb3  # noqa: E402
 
-# What SB3 2.9.2 does, clause by clause (quick profile, seed 0, float64). Every clause of an
-# operation the adapter provides is listed; the rest must be not-provided.
-EXPECTED = {
-    **{clause: "pass" for clause in (
-        "GAE-SEED-EXAMPLE", "GAE-SEED-EXAMPLE-TRUNCATED", "GAE-TD-ERROR-AT-LAMBDA-0", "GAE-MONTE-CARLO-AT-LAMBDA-1",
-        "GAE-LAMBDA-MIXTURE", "GAE-BACKWARD-RECURSION", "GAE-TERMINAL-NO-BOOTSTRAP", "GAE-TRUNCATION-BOOTSTRAP",
-        "GAE-NO-LEAK-ACROSS-BOUNDARY", "GAE-ROLLOUT-END-BOOTSTRAP", "GAE-COLUMNS-INDEPENDENT",
-        "GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES", "GAE-LINEARITY", "GAE-FLOAT32-LONG-ROLLOUT",
-        "GAE-INPUTS-NOT-MUTATED",
-        "PPO-RATIO-LOG-SPACE", "PPO-FIRST-STEP-VANILLA-GRADIENT", "PPO-CLIP-LOSS-VALUE", "PPO-CLIP-GRADIENT-TABLE",
-        "PPO-PESSIMISTIC-BOUND", "PPO-WRONG-WAY-GRADIENT-LIVE", "PPO-CLIP-BOUNDARY", "PPO-DUAL-CLIP",
-        "PPO-VALUE-LOSS", "PPO-ADVANTAGE-NORMALISATION", "PPO-ADVANTAGE-NORMALISATION-DEGENERATE",
-        "PPO-ENTROPY-BONUS-SIGN",
-    )},
-    # clip_range_vf uses the clipped prediction alone (declared in sb3.xfail)
-    "PPO-VALUE-LOSS-CLIPPED": "xfail",
-    **{clause: "pass" for clause in (
-        "GAUSS-DIAG-LOG-PROB-CLOSED-FORM", "GAUSS-DIAG-LOG-PROB-SUM-OVER-DIMS", "GAUSS-LOG-PROB-UNCLIPPED-ACTION",
-        "GAUSS-ENTROPY", "GRID-GAE-EXPECTATION-EXACT-CRITIC", "GRID-GAE-EXPECTATION-CLOSED-FORM",
-        "GRID-GAE-LAMBDA-ONE-CRITIC-CANCELS", "GRID-PERFORMANCE-DIFFERENCE", "GRID-TRAIN-PPO-IMPROVES",
-    )},
-    # SquashedDiagGaussianDistribution's Jacobian log(1 - tanh(u)^2 + 1e-6): biased, saturates (bugs-found #5)
-    **{clause: "fail" for clause in (
-        "TANH-LOG-PROB-CHANGE-OF-VARIABLES", "TANH-DENSITY-INTEGRATES-TO-ONE", "TANH-STABLE-AT-SATURATION",
-    )},
-}
-PROVIDED = {"gae", "ppo_clip_loss", "ppo_value_loss", "normalize_advantages", "ppo_entropy_loss",
-            "diag_gaussian_log_prob", "diag_gaussian_entropy", "tanh_gaussian_log_prob", "train_ppo"}
-
-
-@pytest.fixture(scope="module")
-def run():
-    return run_conformance("sb3", profile="quick", seed=0)
+test_verdict, test_unlisted_clauses, test_table_names_every_candidate = verdict_tests("sb3")
 
 
 def test_version_is_the_one_the_adapter_was_written_against():
     assert sb3.RLSPEC_VERSION.startswith("stable-baselines3 2.9."), sb3.RLSPEC_VERSION
-
-
-@pytest.mark.parametrize("clause", sorted(EXPECTED))
-def test_verdict(run, clause):
-    result = run[clause]
-    assert result.status == EXPECTED[clause], f"{clause}: {result.status}: {result.message}"
-
-
-def test_every_other_clause_is_not_provided_or_passes(run):
-    """A clause not in EXPECTED (a chapter landed since) must not fail unnoticed: decide its verdict here."""
-    for result in run.results:
-        if result.id in EXPECTED:
-            continue
-        operations = {result.operation} if isinstance(result.operation, str) else set(result.operation)
-        if operations <= PROVIDED:
-            assert result.status == "pass", f"{result.id}: {result.status}: {result.message} (add it to EXPECTED)"
-        else:
-            assert result.status == "not-provided", f"{result.id}: {result.status}: {result.message}"
 
 
 P1 = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.array([0.5, 0.5, 0.5, 2.0]),
