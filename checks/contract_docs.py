@@ -101,6 +101,14 @@ def markdown(matrix: Path | None = MATRIX) -> str:
         if k.key in used_by:
             out.append("- declared by: " + ", ".join(f"{lib} {_code(v)}" for lib, v in sorted(used_by[k.key].items())))
         out.append("")
+    out += ["## Known answers", "",
+            "Inputs and the numbers the math gives for them, exact or published to the decimals stated (the data, "
+            "with every number, is in `spec/contract/*.toml`). The clauses named check every candidate against "
+            "them on every seed, before any drawn example; the proofs verify the exact ones; the tests pin the "
+            "reference to them.", "", "| id | operation | clauses | meaning |", "|---|---|---|---|"]
+    for a in c.known_answers.values():
+        out.append(f"| `{a.id}` | `{a.operation}` | {', '.join(f'`{i}`' for i in a.clauses)} | {a.meaning} |")
+    out.append("")
     return "\n".join(out)
 
 
@@ -127,4 +135,7 @@ def as_json() -> dict:
                          "allowed": list(k.allowed), "allowed_text": k.allowed_text(),
                          "default": contract.plain({k.key: k.default})[k.key], "operations": list(k.operations),
                          "clauses": list(k.clauses)} for k in c.conventions.values()],
+        "known_answers": [{"id": a.id, "operation": a.operation, "clauses": list(a.clauses), "meaning": a.meaning,
+                           "inputs": a.inputs, "outputs": a.outputs, "derived": a.derived, "digits": a.digits,
+                           "conventions": a.conventions} for a in c.known_answers.values()],
     }

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-TINY = 1e-300  # keeps an all-zero case from demanding bit equality with a relative bound of 0
+TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a relative bound of 0
+U64 = 2.0**-53  # the unit roundoff of float64, the precision of the suite's own oracles
 
 
 def discounted_sum(terms, episode_end, c):
@@ -87,3 +88,8 @@ def rewards_to_go_tolerance(rewards, gamma, u):
     zeros = np.zeros_like(rewards)
     flags = np.zeros(rewards.shape, dtype=bool)
     return gae_tolerance(rewards, zeros, zeros, flags, flags, gamma, 1.0, u)
+
+
+def td_terms(rewards, values, next_values, terminated, gamma):
+    """``m_t``: the magnitudes that make up delta_t (no bootstrap term on terminated steps)."""
+    return np.abs(rewards) + abs(gamma) * np.where(terminated, 0.0, np.abs(next_values)) + np.abs(values)

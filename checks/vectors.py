@@ -149,11 +149,10 @@ def _reinforce(x, ref, u, conv):
 
 @rule("actor_critic_losses")
 def _actor_critic(x, ref, u, conv):
-    from .clauses import pg
-    from .tolerances import TINY, smallest_normal
+    from .tolerances import TINY, smallest_normal, td_terms
 
     T, s, f = len(x["logp"]), 1.0 / len(x["logp"]), 1.0  # the contract's defaults: mean reduction, critic factor 1
-    m = pg.td_terms(x["rewards"], x["values"], x["next_values"], x["terminated"], x["gamma"])
+    m = td_terms(x["rewards"], x["values"], x["next_values"], x["terminated"], x["gamma"])
     eta = smallest_normal(u)
     zeros = Bound.of(np.zeros(T), 0.0)
     return {
@@ -170,15 +169,15 @@ def _actor_critic(x, ref, u, conv):
 
 @rule("ppo_clip_loss")
 def _ppo_clip(x, ref, u, conv):
-    from .clauses import ppo
+    from . import clipping
 
-    clip = ppo.ClipRange(conv.get("dual_clip"), conv.get("clip_eps_high"))  # the case's declared clip shape
+    clip = clipping.ClipRange(conv.get("dual_clip"), conv.get("clip_eps_high"))  # the case's declared clip shape
     lpn, lpo, A, eps = x["logp_new"], x["logp_old"], x["advantages"], x["clip_eps"]
     r, B = np.exp(lpn - lpo), len(A)
-    low, high = ppo.log_derivative_bounds(r, A, eps, clip, ppo.ratio_relative_error(lpn, lpo, u))
+    low, high = clipping.log_derivative_bounds(r, A, eps, clip, clipping.ratio_relative_error(lpn, lpo, u))
     # the derivative from the formula: one value off the kinks (low == high), the midpoint of the subgradients at one
-    return {"loss": Bound.of(-float(np.mean(ppo.clip_objective(r, A, eps, clip))), ppo.clip_loss_tolerance(lpn, lpo, A, eps, clip, u)),
-            _grad("logp_new"): Bound.of(-(low + high) / (2 * B), ppo.clip_gradient_tolerance(lpn, lpo, A, u), low=-high / B, high=-low / B)}
+    return {"loss": Bound.of(-float(np.mean(clipping.clip_objective(r, A, eps, clip))), clipping.clip_loss_tolerance(lpn, lpo, A, eps, clip, u)),
+            _grad("logp_new"): Bound.of(-(low + high) / (2 * B), clipping.clip_gradient_tolerance(lpn, lpo, A, u), low=-high / B, high=-low / B)}
 
 
 @rule("ppo_value_loss")
@@ -202,7 +201,7 @@ def _normalize(x, ref, u, conv):
     A = x["advantages"]
     if len(A) < 2 or np.ptp(A) == 0:  # one element or constant: the contract asks only for a finite result
         return {"advantages": Bound.finite(A.shape)}
-    conv = ppo.Conventions(_DefaultContext())
+    conv = ppo.Conventions(_CaseContext(conv))  # the case's ddof, eps and eps form (a known answer may declare them)
     return {"advantages": Bound.of(ppo.normalised(A, conv)[0], ppo.normalisation_tolerance(A, conv, u))}
 
 
@@ -218,10 +217,10 @@ def _entropy(x, ref, u, conv):
 
 @rule("kl_estimate")
 def _kl_estimate(x, ref, u, conv):
-    from .clauses import kl
+    from . import kl_estimators
 
     a, b, kind = x["logp_sampler"], x["logp_other"], x["kind"]
-    return {"estimates": Bound.of(kl.exact(kind, a, b), kl.per_sample_tolerance(kind, a, b, u))}
+    return {"estimates": Bound.of(kl_estimators.exact(kind, a, b), kl_estimators.per_sample_tolerance(kind, a, b, u))}
 
 
 @rule("kl_coefficient_update")
@@ -317,8 +316,9 @@ def _scaled_tanh(x, ref, u, conv):
 @rule("token_gae")
 def _token_gae(x, ref, u, conv):
     from .clauses import rlhf
+    from .strategies.tokens import GaeCase
 
-    case = rlhf.GaeCase(x["rewards"], x["values"], x["mask"], x["gamma"], x["lam"])
+    case = GaeCase(x["rewards"], x["values"], x["mask"], x["gamma"], x["lam"])
     advantages, tol = rlhf.compacted_gae(case, u)
     mask = x["mask"]
     return {"advantages": Bound.of(advantages, tol, compared=mask),
@@ -338,7 +338,7 @@ def _assemble(x, ref, u, conv):
 def _groups(x, ref, u, conv):
     from .clauses import grpo
 
-    conv = grpo.GroupConventions()  # the contract's defaults
+    conv = grpo.group_conventions(_CaseContext(conv))  # the case's conventions (a known answer may declare them)
     scores, groups, kind = x["scores"], x["groups"].astype(np.int64), x["kind"]
     return {"advantages": Bound.of(grpo.expected_advantages(scores, groups, kind, conv), grpo.group_tolerance(scores, groups, kind, conv, u))}
 
@@ -491,11 +491,15 @@ class NotAVector(Exception):
     """These inputs make no vector (the clause checks judge them another way, or skip them)."""
 
 
-class _DefaultContext:
-    """The contract's defaults, for the chapters' convention views (vectors assume the defaults)."""
+class _CaseContext:
+    """A case's conventions (as written in it; the contract's default for the rest), for the chapters' views."""
+
+    def __init__(self, conventions: dict):
+        self.conventions = conventions
 
     def convention(self, key):
-        return contract.convention(key).default
+        spec = contract.convention(key)
+        return spec.validate(self.conventions[key]) if key in self.conventions else spec.default
 
 
 # ------------------------------------------------------------------------------------------------
@@ -736,8 +740,12 @@ def candidate_cases(seed: int = 0) -> dict[str, list[Case]]:
 
     for answer in contract.known_answers().values():
         if answer.operation in VECTOR_OPERATIONS:
+            inputs = answer.arrays()
+            if answer.operation in MATRIX_INPUTS:  # the callable's data: the matrix behind it
+                name = MATRIX_INPUTS[answer.operation][0]
+                inputs[name] = np.asarray(inputs[name], dtype=np.float64)
             add(Case(f"{answer.operation}/{answer.id.split('.', 1)[-1]}", answer.operation, list(answer.clauses),
-                     answer.arrays(), {**_conventions_of(answer.operation), **contract.plain(answer.conventions)},
+                     inputs, {**_conventions_of(answer.operation), **contract.plain(answer.conventions)},
                      source="known answer"))
     counters: dict[str, int] = {}
     for clause_id, operation, args in recorded_inputs(seed) + generated_inputs():

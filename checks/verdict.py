@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -36,6 +38,47 @@ PROFILES = {
     "thorough": Profile("thorough", 1000, 600.0, "nightly: 1000 drawn examples per property"),
 }
 DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+@dataclass(frozen=True)
+class Tier:
+    """How many examples a property draws: ``share`` of the profile's count, at least ``minimum``; ``quick``,
+    when given, is the count at the quick profile instead."""
+
+    share: Fraction
+    minimum: int
+    reason: str
+    quick: int | None = None
+
+    def examples(self, profile: Profile) -> int:
+        if self.quick is not None and profile.name == "quick":
+            return self.quick
+        return max(self.minimum, math.floor(profile.max_examples * self.share))
+
+
+# The one rule for drawn-example budgets: a property names its tier (Context.property's ``tier``), the
+# profile sets the count. The known answers every check runs first, on every seed, are what catch the
+# named mutants at quick; drawn examples add breadth, and a tier is cheaper where one example costs more.
+EXAMPLE_TIERS = {
+    "call": Tier(Fraction(1), 0, "one or two candidate calls per example: the profile's count"),
+    "grouped": Tier(Fraction(1, 2), 4, "a few calls per example, each of a group of samples (GRPO)"),
+    "autograd": Tier(Fraction(1, 3), 4, "each example is a torch call the suite differentiates, with its "
+                     "subgradient bounds (PPO and RLHF losses, the offline chapter's CQL, IQL and AWR losses), or "
+                     "an exact expectation over joint outcomes (GROUP-BASELINE-BIAS)"),
+    "quadrature": Tier(Fraction(1, 4), 3, "each example is a Gauss-Legendre quadrature of the sampled CQL "
+                       "estimator, several candidate calls (CQL-SAMPLED-IMPORTANCE-WEIGHTS, -TEMPERATURE)"),
+    "autograd-weights": Tier(Fraction(2, 3), 8, "RLHF-AGG-GRADIENT-WEIGHTS: one call per example, every mode "
+                             "and optional argument drawn, so twice the autograd share"),
+    "enumeration": Tier(Fraction(1, 6), 1, "each example is a whole enumeration (the gridworld's paths), a "
+                        "complete ppo_update, or a call per declared mode (RLHF width, masked)"),
+    "kl-stop": Tier(Fraction(1, 12), 1, "each example is two complete ppo_updates of 8 epochs (PPO-UPDATE-KL-EARLY-STOP)"),
+    "known-answers-first": Tier(Fraction(1), 0, "TRPO, Gaussian, off-policy: the known answers catch the "
+                                "chapters' mutants; at quick, 3 drawn examples keep each chapter near a second", quick=3),
+    "known-answers-first-costly": Tier(Fraction(1, 3), 4, "trpo_update: the reference runs a CG of "
+                                       "double-backward products and the oracle takes Jacobians", quick=2),
+    "training": Tier(Fraction(1, 33), 0, "GRID-TRAIN-PPO-IMPROVES's seeds beyond the fixed one: each is a "
+                     "training run"),
+}
 
 
 @dataclass
@@ -148,12 +191,20 @@ class Context:
     def rng(self, label: str) -> np.random.Generator:
         return np.random.default_rng(self.seed_for(label))
 
-    def property(self, strategy, body: Callable[[Any], None], *, label: str, max_examples: int | None = None) -> None:
-        """Run ``body`` on examples drawn from ``strategy``; a failure is shrunk to a minimal example."""
+    def examples(self, tier: str = "call") -> int:
+        """The number of examples a property of ``tier`` draws at this profile (see EXAMPLE_TIERS)."""
+        try:
+            return EXAMPLE_TIERS[tier].examples(self.profile)
+        except KeyError:
+            raise KeyError(f"no example tier {tier!r} (known: {', '.join(EXAMPLE_TIERS)})") from None
+
+    def property(self, strategy, body: Callable[[Any], None], *, label: str, tier: str = "call") -> None:
+        """Run ``body`` on examples drawn from ``strategy`` (as many as ``tier`` gets at this profile); a
+        failure is shrunk to a minimal example."""
         from hypothesis import HealthCheck, Phase, Verbosity, given, settings
         from hypothesis import seed as hypothesis_seed
 
-        budget = max_examples if max_examples is not None else self.profile.max_examples
+        budget = self.examples(tier)
 
         @hypothesis_seed(self.seed_for(label))
         @settings(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -162,7 +163,15 @@ class Declaration:
 @dataclass(frozen=True)
 class KnownAnswer:
     """One operation's inputs and the outputs the math gives for them, worked exactly (by hand, checked by
-    a proof) or published to ``digits`` decimals. Read by the proofs, the checks and the tests alike."""
+    a proof) or published to ``digits`` decimals. Read by the proofs, the checks and the tests alike.
+
+    ``derived``: further numbers the clause states about the same call that are not outputs of the
+    operation (a gradient, an expectation over the inputs' outcomes), each named by what it is.
+    ``digits``: None (every number exact), a number of decimals for every number, or a table of decimals
+    per output or derived name (the rest exact). A number is exact as written: a decimal, or a fraction
+    written as a string ``"p/q"`` where no decimal is (``"1/6"``); NaN marks an output the clause does not
+    state (at a masked position). Inputs of a callable or object argument (a matvec, a surrogate) hold the
+    data the check builds it from, as the meaning says."""
 
     id: str
     operation: str
@@ -171,22 +180,48 @@ class KnownAnswer:
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     conventions: dict[str, Any] = field(default_factory=dict)
-    digits: int | None = None  # None: exact (every number is the exact value); n: rounded to n decimals
+    digits: int | dict[str, int] | None = None
+    derived: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, name: str):
+        """An output or a derived number as floats (fractions rounded to the nearest float), lists kept."""
+        return _floats(self.outputs[name] if name in self.outputs else self.derived[name])
+
+    def exact(self, name: str):
+        """An input, output or derived number as exact :class:`~fractions.Fraction` values (a decimal means its
+        decimal value: 0.2 is 1/5), lists kept: what a proof compares with."""
+        for part in (self.inputs, self.outputs, self.derived):
+            if name in part:
+                return _fractions(part[name])
+        raise KeyError(name)
+
+    def decimals(self, name: str) -> int | None:
+        """The decimals ``name`` is published to; None if it is exact."""
+        if isinstance(self.digits, dict):
+            return self.digits.get(name)
+        return self.digits
+
+    def published_error(self, name: str) -> float:
+        """How far the written value of ``name`` may be from the exact one: half a unit in its last published
+        decimal, 0 if it is exact."""
+        decimals = self.decimals(name)
+        return 0.0 if decimals is None else float(f"5e-{decimals + 1}")
 
     def arrays(self, part: str = "inputs") -> dict[str, Any]:
-        """``inputs`` or ``outputs`` with lists as numpy arrays (bool lists as bool arrays), in the
-        operation's argument order: keyword arguments for the candidate's call."""
+        """``inputs`` or ``outputs`` with the lists of array arguments as numpy arrays (float64; bool and integer
+        arguments as bool and int64 arrays; fractions as the nearest floats), in the operation's argument order:
+        keyword arguments for the candidate's call. Data for a callable or object argument stays as written."""
         import numpy as np
 
         values = getattr(self, part)
         spec = operations()[self.operation]
-        order = [a.name for a in (spec.inputs if part == "inputs" else spec.outputs)]
+        arguments = {a.name: a for a in (spec.inputs if part == "inputs" else spec.outputs)}
         converted = {}
-        for name in sorted(values, key=order.index):
-            value = values[name]
-            if isinstance(value, list):
+        for name in sorted(values, key=list(arguments).index):
+            value = _floats(values[name]) if _is_data(values[name], _is_number) else values[name]
+            if isinstance(value, list) and arguments[name].type in ("array", "bool", "integer"):
                 flat = np.asarray(value)
-                value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.float64)
+                value = flat.astype(bool) if flat.dtype == bool else flat.astype(np.int64 if arguments[name].type == "integer" else np.float64)
             converted[name] = value
         return converted
 
@@ -284,10 +319,61 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
     return Convention(**{**convention.__dict__, "default": normalised})
 
 
+_FRACTION = re.compile(r"-?\d+/[1-9]\d*")
+_ANSWER_ID = re.compile(r"[a-z0-9]+\.[a-z0-9.-]+")  # also a vector case's name: rlspec vectors writes it
+
+
+def _is_number(value) -> bool:
+    """A number as a known answer writes it: an int or float (not a bool), or an exact fraction "p/q"."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, str) and bool(_FRACTION.fullmatch(value))
+
+
+def _floats(value):
+    """Fractions "p/q" as the nearest floats, through (nested) lists; other values unchanged."""
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
+    if isinstance(value, str) and _FRACTION.fullmatch(value):
+        from fractions import Fraction
+
+        return float(Fraction(value))
+    return value
+
+
+def _fractions(value):
+    from fractions import Fraction
+
+    if isinstance(value, list):
+        return [_fractions(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or isinstance(value, str) and not _FRACTION.fullmatch(value):
+        return value
+    return Fraction(value) if isinstance(value, (int, str)) else Fraction(repr(value))
+
+
+def _is_data(value, leaf) -> bool:
+    """``value`` is ``leaf`` or a (nested) list of them."""
+    return all(_is_data(v, leaf) for v in value) if isinstance(value, list) else leaf(value)
+
+
+# What a known answer may hold for an argument of each contract type: arrays are (nested) lists, scalars
+# numbers, and callables or objects the data the check builds them from (a matrix, a table of coefficients).
+_KNOWN_VALUE = {
+    "array": lambda v: _is_data(v, _is_number),
+    "bool": lambda v: _is_data(v, lambda x: isinstance(x, bool)),
+    "integer": lambda v: _is_data(v, lambda x: isinstance(x, int) and not isinstance(x, bool)),
+    "scalar": _is_number,
+    "string": lambda v: isinstance(v, str),
+    "callable": lambda v: isinstance(v, (list, dict)),
+    "object": lambda v: isinstance(v, (list, dict)),
+    "mapping": lambda v: isinstance(v, dict),
+}
+
+
 def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict[str, Convention], where: str) -> KnownAnswer:
-    _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits"},
+    _keys(raw, {"id", "operation", "clauses", "meaning", "inputs", "outputs", "conventions", "digits", "derived"},
           ("id", "operation", "clauses", "meaning", "inputs", "outputs"), where)
     where = f"{where}: known answer {raw['id']}"
+    if not _ANSWER_ID.fullmatch(str(raw["id"])):
+        raise ContractError(f"{where}: an id is '<chapter>.<name>' in lowercase letters, digits, dots and dashes")
     op = operations.get(raw["operation"])
     if op is None:
         raise ContractError(f"{where}: no operation {raw['operation']!r} (define operations first)")
@@ -297,8 +383,25 @@ def _known_answer(raw: dict, operations: dict[str, Operation], conventions: dict
     if unknown_in or unknown_out or missing:
         raise ContractError(f"{where}: inputs/outputs must be {op.name}'s arguments (unknown {sorted(unknown_in | unknown_out)}, "
                             f"missing {sorted(missing)})")
+    for argument in op.inputs + op.outputs:
+        part = raw["inputs"] if argument in op.inputs else raw["outputs"]
+        if argument.name in part and not _KNOWN_VALUE[argument.type](part[argument.name]):
+            raise ContractError(f"{where}: {argument.name} = {part[argument.name]!r} is not a value of type {argument.type}")
+    derived = raw.get("derived", {})
+    if not isinstance(derived, dict) or not all(isinstance(k, str) and k and _is_data(v, _is_number) for k, v in derived.items()):
+        raise ContractError(f"{where}: derived is a table of named numbers or lists of numbers, got {derived!r}")
+    if set(derived) & set(raw["outputs"]):
+        raise ContractError(f"{where}: {sorted(set(derived) & set(raw['outputs']))} is both an output and derived")
+    digits = raw.get("digits")
+    named = set(raw["outputs"]) | set(derived)
+    decimal = lambda d: isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 17
+    if not (digits is None or decimal(digits) or isinstance(digits, dict) and digits and set(digits) <= named
+            and all(decimal(d) for d in digits.values())):
+        raise ContractError(f"{where}: digits is a number of decimals (0..17) or a table of them per output or derived "
+                            f"name ({sorted(named)}), got {digits!r}")
     answer = KnownAnswer(raw["id"], raw["operation"], tuple(raw["clauses"]), " ".join(raw["meaning"].split()),
-                         dict(raw["inputs"]), dict(raw["outputs"]), dict(raw.get("conventions", {})), raw.get("digits"))
+                         dict(raw["inputs"]), dict(raw["outputs"]), dict(raw.get("conventions", {})),
+                         dict(digits) if isinstance(digits, dict) else digits, dict(derived))
     try:
         validate_conventions(answer.conventions, conventions)
     except ContractError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,8 @@ def test_every_operation_and_convention_is_documented():
         assert f"### `{name}`" in doc and f"| `{name}` |" in _readme_block()
     for key in contract.conventions():
         assert f"### `{key}`" in doc
+    for answer_id in contract.known_answers():
+        assert f"| `{answer_id}` |" in doc
 
 
 def test_library_values_come_from_the_matrix():
@@ -279,15 +282,85 @@ def test_known_answers_name_real_clauses_and_use_their_operation():
             assert clause_id in ids and answer.operation in ids[clause_id].operations, (answer.id, clause_id)
 
 
-def test_a_known_answer_with_a_foreign_argument_is_refused(tmp_path, monkeypatch):
+DECIMAL = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
+
+
+def _numbers(value):
+    """Every finite number in a known answer's data (fractions as floats), flattened."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, str) and "/" in value:
+        return [float(Fraction(value))]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else []
+
+
+@pytest.mark.parametrize("clause_id", sorted({c for a in contract.known_answers().values() for c in a.clauses}))
+def test_the_statements_quote_their_known_answers(clause_id):
+    """The catalogue's statements keep their numbers in prose (they are the normative statement); where one quotes a
+    number of its clause's known answers it must agree with it. A decimal of the statement with three or more
+    significant digits within 1% of a known-answer number counts as a quote (numbers the statement uses for
+    other things, an epsilon, a clamp, are not that close to any); it agrees when the two are equal to half a unit
+    in the statement's last decimal, or in the known answer's published last decimal."""
+    answers = [a for a in contract.known_answers().values() if clause_id in a.clauses]
+    pool = [(v, a.published_error(name) if name in {**a.outputs, **a.derived} else 0.0)
+            for a in answers for part in ("inputs", "outputs", "derived") for name, value in getattr(a, part).items()
+            for v in _numbers(value)]
+    statement = catalogue.by_id(clause_id).statement
+    for match in DECIMAL.finditer(statement):
+        text = match.group(0)
+        quoted, decimals = abs(float(text)), len(text.split(".")[1])
+        if len(text.lstrip("+-").replace(".", "").lstrip("0")) < 3:
+            continue
+        close = [(abs(v), e) for v, e in pool if abs(abs(v) - quoted) <= 0.01 * quoted]
+        if close:
+            assert any(abs(v - quoted) <= max(0.5 * 10.0**-decimals, e) + 1e-15 for v, e in close), \
+                f"{clause_id}'s statement quotes {text}; its known answers say {sorted({v for v, _ in close})}"
+
+
+def _load_with(tmp_path, monkeypatch, old: str, new: str):
+    """Load the contract with one replacement in 10_gae.toml's first known answer."""
     source = (ROOT / "spec" / "contract" / "10_gae.toml").read_text()
+    assert old in source
     (tmp_path / "00_candidate.toml").write_text((ROOT / "spec" / "contract" / "00_candidate.toml").read_text())
-    (tmp_path / "10_gae.toml").write_text(source.replace("lam = 0.5 }", "lam = 0.5, lambda_ = 1 }", 1))
+    (tmp_path / "10_gae.toml").write_text(source.replace(old, new, 1))
     monkeypatch.setattr(contract, "CONTRACT_DIR", tmp_path)
     contract.load.cache_clear()
     try:
-        with pytest.raises(ContractError, match=r"known answer gae.terminal-after-step-1: inputs/outputs must be gae's"):
-            contract.load()
+        return contract.load()
     finally:
         monkeypatch.undo()
         contract.load.cache_clear()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("lam = 0.5 }", "lam = 0.5, lambda_ = 1 }", r"known answer gae.terminal-after-step-1: inputs/outputs must be gae's"),
+    ("lam = 0.5 }", 'lam = "half" }', r"gae.terminal-after-step-1: lam = 'half' is not a value of type scalar"),
+    ("lam = 0.5 }", 'lam = "1/0" }', r"lam = '1/0' is not a value of type scalar"),
+    ('id = "gae.terminal-after-step-1"', 'id = "gae.Terminal+1"', r"an id is '<chapter>.<name>' in lowercase letters"),
+    ("terminated = [false, true, false, false]", "terminated = [0, 1, 0, 0]", r"terminated = \[0, 1, 0, 0\] is not a value of type bool"),
+    ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\ndigits = { value = 3 }',
+     r"digits is a number of decimals .* per output or derived name \(\['advantages', 'returns'\]\)"),
+    ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\ndigits = 40', r"digits is a number of decimals"),
+    ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\nderived = { "sum" = "ten" }',
+     r"derived is a table of named numbers"),
+    ('returns = [1.375, 1.0, 1.625, 2.0] }', 'returns = [1.375, 1.0, 1.625, 2.0] }\nderived = { returns = 1.0 }',
+     r"\['returns'\] is both an output and derived"),
+])
+def test_a_malformed_known_answer_is_refused(tmp_path, monkeypatch, old, new, message):
+    with pytest.raises(ContractError, match=message):
+        _load_with(tmp_path, monkeypatch, old, new)
+
+
+def test_published_digits_give_half_a_unit_in_the_last_place(tmp_path, monkeypatch):
+    loaded = _load_with(tmp_path, monkeypatch, 'returns = [1.375, 1.0, 1.625, 2.0] }',
+                        'returns = [1.375, 1.0, 1.625, 2.0] }\ndigits = { returns = 6 }\nderived = { "A_0 + A_1" = 1.375 }')
+    answer = loaded.known_answers["gae.terminal-after-step-1"]
+    assert answer.published_error("returns") == 5e-7 and answer.published_error("advantages") == 0.0
+    assert answer.value("A_0 + A_1") == 1.375 and answer.decimals("A_0 + A_1") is None
+    fractions = contract.KnownAnswer("x", "gae", (), "", {"gamma": 0.2}, {"advantages": ["1/6", 0.5]}, derived={"w": "-2/3"})
+    assert fractions.value("advantages") == [1 / 6, 0.5] and fractions.value("w") == -2 / 3
+    assert fractions.exact("advantages") == [Fraction(1, 6), Fraction(1, 2)] and fractions.exact("gamma") == Fraction(1, 5)
+    for decimals, literal in ((3, 5e-4), (6, 5e-7), (7, 5e-8), (8, 5e-9)):
+        assert contract.KnownAnswer("x", "gae", (), "", {}, {}, digits=decimals).published_error("y") == literal

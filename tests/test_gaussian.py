@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from rlspec.checks import run_conformance
 from rlspec.checks.clauses import gaussian as checks
 from rlspec.checks.loader import from_object
+from rlspec.checks.strategies import gaussian as gaussian_strategies
 from rlspec.reference import gaussian as ref
+from rlspec.spec import contract
 
 zeros = lambda *shape: np.zeros(shape)
 
@@ -24,20 +26,20 @@ zeros = lambda *shape: np.zeros(shape)
 # the reference against the known answers
 
 
-def test_p11_tanh_log_prob_at_u_1():
+@pytest.mark.parametrize("answer", [a for a in contract.known_answers().values() if a.id.startswith("gaussian.")], ids=lambda a: a.id)
+def test_the_reference_gives_every_known_answer(answer):
+    name, expected = next(iter(answer.outputs)), np.array(answer.value(next(iter(answer.outputs))))
+    actual = getattr(ref, answer.operation)(**answer.arrays())
+    stated = ~np.isnan(expected)
+    np.testing.assert_allclose(actual[stated], expected[stated], rtol=0, atol=answer.published_error(name))
+
+
+def test_the_tanh_known_answer_splits_into_the_gaussian_and_the_jacobian():
     """u = 1, mean 0, std 1: log N(1) = -1.4189385, the Jacobian term +0.8675616, log pi = -0.5513769."""
     assert ref.diag_gaussian_log_prob(zeros(1, 1), zeros(1, 1), np.array([[1.0]]))[0] == pytest.approx(-1.4189385332, abs=1e-10)
     assert -ref.tanh_log_det_jacobian(np.array(1.0)) == pytest.approx(0.8675616, abs=1e-7)
-    assert ref.tanh_gaussian_log_prob(zeros(1, 1), zeros(1, 1), np.array([[1.0]]))[0] == pytest.approx(-0.5513769, abs=1e-7)
-
-
-def test_f1_scaled_bounds():
-    value = ref.scaled_tanh_gaussian_log_prob(zeros(1, 1), zeros(1, 1), np.array([[1.0]]), np.array([-2.0]), np.array([2.0]))
-    assert value[0] == pytest.approx(-1.2445240, abs=1e-7)
-
-
-def test_f4_unclipped_action():
-    assert ref.diag_gaussian_log_prob(zeros(1, 1), zeros(1, 1), np.array([[1.5]]))[0] == pytest.approx(-2.0439385, abs=1e-7)
+    total = -1.4189385332 + 0.8675616
+    assert total == pytest.approx(contract.known_answer("gaussian.tanh-at-1").value("log_prob")[0], abs=1e-7)
 
 
 def test_saturated_values_float64_and_float32():
@@ -71,7 +73,7 @@ def test_scale_action_maps_minus_one_and_one_to_the_bounds():
 
 
 @settings(max_examples=30, deadline=None)
-@given(checks.gaussian_batches(x_range=(-3.0, 3.0)))
+@given(gaussian_strategies.gaussian_batches(x_range=(-3.0, 3.0)))
 def test_closed_forms_agree_with_torch_distributions(batch):
     mean, log_std, x = batch
     tol = checks.diag_tolerance(mean, log_std, x, 2.0**-53)

@@ -15,6 +15,7 @@ from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import grpo as checks
 from rlspec.checks.protocol import Candidate
 from rlspec.reference import grpo as ref
+from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
 from rlspec.spec.proofs import PROVED, REFUTED
 from rlspec.spec.proofs import grpo as proofs
@@ -22,7 +23,7 @@ from rlspec.spec.proofs import grpo as proofs
 CLAUSES = "GROUP-*,KL-PENALTY-*"
 MUTANTS, VARIANTS = "tests/mutants", "tests/variants"
 DEFAULT = checks.GroupConventions()
-KL_KNOWN_P, KL_KNOWN_Q, NOTES_OLD = np.array([0.2, 0.3, 0.5]), np.array([0.4, 0.4, 0.2]), np.array([0.3, 0.3, 0.4])
+KL_KNOWN_P, KL_KNOWN_Q = (np.array(contract.known_answer("kl.known-k1").value(k)) for k in ("exp(logp_sampler)", "exp(logp_other)"))
 
 
 def candidate(conventions=None, xfail=None, **operations) -> Candidate:
@@ -47,43 +48,29 @@ def verl_group_advantages(scores, groups, kind):
 # group advantages: the reference and the oracle against the probes
 
 
-def test_verl_grpo_probe_unbiased_std_plus_1e6():
-    adv = ref.group_advantages(np.array([1.0, 0.0, 0.0, 1.0]), np.array([0, 0, 0, 0]), "grpo")
-    np.testing.assert_allclose(adv, [0.8660239037870368, -0.8660239037870368, -0.8660239037870368, 0.8660239037870368], rtol=1e-15)
+FIELDS = {"group_std_ddof": "ddof", "group_std_eps": "eps", "group_singleton": "singleton", "group_unscorable": "unscorable"}
 
 
-def test_verl_singleton_probe_under_the_score_declaration():
-    verl = dataclasses.replace(DEFAULT, singleton="score")
-    adv = checks.expected_advantages(np.array([1.0, 0.0, 0.0, 1.0, 0.5, 2.0]), np.array([0, 0, 0, 0, 1, 2]), "grpo", verl)
+def close(actual, expected, published):
+    np.testing.assert_allclose(actual, expected, rtol=1e-15, atol=published + 1e-15)
+
+
+@pytest.mark.parametrize("answer", list(contract.known_answers("group_advantages").values()), ids=lambda a: a.id)
+def test_every_group_known_answer(answer):
+    """The oracle under the answer's conventions, and the reference where they are its own (the defaults)."""
+    x = answer.arrays()
+    conv = dataclasses.replace(DEFAULT, **{FIELDS[k]: v for k, v in answer.conventions.items()})
+    expected, published = answer.value("advantages"), answer.published_error("advantages")
+    close(checks.expected_advantages(x["scores"], x["groups"], x["kind"], conv), expected, published)
+    if not answer.conventions:
+        close(ref.group_advantages(**x), expected, published)
+
+
+def test_the_singleton_declaration_is_what_verl_computes():
     # verl computes in float32: 0.49999952316329654, 1.9999980926531862
-    np.testing.assert_allclose(adv[4:], [0.4999995, 1.999998], rtol=1e-7)
+    np.testing.assert_allclose(contract.known_answer("grpo.verl-singletons-score").value("advantages")[4:],
+                               [0.49999952316329654, 1.9999980926531862], rtol=1e-7)
     assert list(ref.group_advantages(np.array([0.5, 2.0]), np.array([1, 2]), "grpo")) == [0.0, 0.0]  # default: zero
-
-
-def test_trl_probes_eps_1e4_and_unscorable_zero():
-    trl = dataclasses.replace(DEFAULT, eps=1e-4)
-    adv = checks.expected_advantages(np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.5]), np.repeat([0, 1], 4), "grpo", trl)
-    np.testing.assert_allclose(adv, [0.865875, -0.865875, -0.865875, 0.865875, -0.499933, -0.499933, -0.499933, 1.4998], atol=5e-7)
-    adv = checks.expected_advantages(np.array([1.0, np.nan, 0.0, 1.0]), np.zeros(4, dtype=int), "grpo", trl)
-    np.testing.assert_allclose(adv, [0.57725, 0.0, -1.154501, 0.57725], atol=5e-6)
-
-
-def test_openrlhf_rloo_and_dr_grpo_probes():
-    scores, groups = np.array([1.0, 0.0, 0.0, 1.0]), np.zeros(4, dtype=int)
-    np.testing.assert_allclose(ref.group_advantages(scores, groups, "rloo"), [2 / 3, -2 / 3, -2 / 3, 2 / 3], rtol=1e-15)
-    np.testing.assert_array_equal(ref.group_advantages(scores, groups, "mean"), [0.5, -0.5, -0.5, 0.5])
-    openrlhf = dataclasses.replace(DEFAULT, eps=1e-9)
-    np.testing.assert_allclose(checks.expected_advantages(scores, groups, "grpo", openrlhf), [0.8660254022844387, -0.8660254022844387,
-                                                                                              -0.8660254022844387, 0.8660254022844387], rtol=1e-15)
-
-
-def test_bugs_g8_and_g9_known_answers():
-    g8 = ref.group_advantages(np.array([1.0, 1.00001, 2.0, 2.00001]), np.array([7, 7, 3, 3]), "grpo")
-    np.testing.assert_allclose(g8, [-0.6194967154969799, 0.6194967154969799] * 2, rtol=1e-9)
-    g9 = ref.group_advantages(np.array([1.0, 1.0, 1.0, 1.0 + 1e-5]), np.zeros(4, dtype=int), "grpo")
-    assert g9[-1] == pytest.approx(1.25, rel=1e-9)  # bug G9: 1.25 with eps 1e-6 (0.071 with 1e-4)
-    biased = dataclasses.replace(DEFAULT, ddof=0)
-    np.testing.assert_allclose(checks.expected_advantages(np.array([1.0, 0.0]), np.array([3, 3]), "grpo", biased), [0.999998, -0.999998], rtol=1e-6)
 
 
 def test_reference_agrees_with_the_exact_oracle_on_random_interleaved_groups():
@@ -161,26 +148,31 @@ def expected_logit_gradient(kind, p, q, sampler=None):
     return v - p * v.sum()
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("k1", [0.0, 0.0, 0.0]), ("k2", [-0.185272, -0.156268, 0.341540]), ("k3", [-0.2, -0.1, 0.3]),
-    ("k1+", [-0.185272, -0.156268, 0.341540]), ("k2+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
-])
-def test_on_policy_expected_gradients_at_p7(kind, expected):
-    np.testing.assert_allclose(expected_logit_gradient(kind, KL_KNOWN_P, KL_KNOWN_Q), expected, atol=5e-7)
+EXPECTED_GRADIENT = "sum_y s(y) d kl(y) / d theta"
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("k1", [0.1, 0.0, -0.1]), ("k2", [-0.222398, -0.107985, 0.330383]), ("k3", [-0.268, -0.052, 0.320]),
-    ("k1+", [-0.185272, -0.156268, 0.341540]), ("k3+", [-0.185272, -0.156268, 0.341540]),
-])
-def test_off_policy_expected_gradients_match_the_published_values(kind, expected):
-    np.testing.assert_allclose(expected_logit_gradient(kind, KL_KNOWN_P, KL_KNOWN_Q, NOTES_OLD), expected, atol=5e-7)
+@pytest.mark.parametrize("answer", list(contract.known_answers("kl_penalty").values()), ids=lambda a: a.id)
+def test_the_reference_gives_every_published_expected_gradient(answer):
+    x = answer.arrays()
+    p, q = np.exp(x["logp"][0]), np.exp(x["logp_ref"][0])
+    old = np.exp(x["logp_old"][0]) if "logp_old" in x else None
+    np.testing.assert_allclose(expected_logit_gradient(x["kind"], p, q, old), answer.value(EXPECTED_GRADIENT), rtol=0,
+                               atol=answer.published_error(EXPECTED_GRADIENT) + 1e-15)
+
+
+@pytest.mark.parametrize("kind", ["k1", "k2", "k3", "k1+", "k2+", "k3+"])
+def test_per_token_values_are_the_kl_chapters_known_answer(kind):
+    known = contract.known_answer(f"kl.known-{kind.rstrip('+')}")
+    x = known.arrays()
+    values = ref.kl_penalty(torch.tensor(x["logp_sampler"])[None], torch.tensor(x["logp_other"])[None], kind)[0].numpy()
+    np.testing.assert_allclose(values, known.value("estimates"), rtol=0, atol=known.published_error("estimates"))
 
 
 def test_closed_forms_match_the_published_gradients():
     a, b = np.log(KL_KNOWN_P), np.log(KL_KNOWN_Q)
-    np.testing.assert_allclose(checks.reverse_gradient(a, b), [-0.185272, -0.156268, 0.341540], atol=5e-7)
-    np.testing.assert_allclose(checks.forward_gradient(a, b), [-0.2, -0.1, 0.3], atol=1e-15)
+    reverse, forward = (contract.known_answer(f"grpo.kl-penalty-{k}") for k in ("k2", "k3"))
+    np.testing.assert_allclose(checks.reverse_gradient(a, b), reverse.value(EXPECTED_GRADIENT), atol=reverse.published_error(EXPECTED_GRADIENT))
+    np.testing.assert_allclose(checks.forward_gradient(a, b), forward.value(EXPECTED_GRADIENT), atol=1e-15)
 
 
 def test_straight_through_values_are_the_named_estimator_exactly():

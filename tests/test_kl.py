@@ -6,25 +6,31 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sympy as sp
 import torch
 
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import kl as checks
 from rlspec.checks.protocol import Candidate
 from rlspec.reference import kl as ref
+from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
 
 CLAUSES = "kl"
 VARIANTS = "tests/variants"
-LOG_P, LOG_Q = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
+KNOWN = [a for a in contract.known_answers("kl_estimate").values()]
+LOG_P, LOG_Q = (contract.known_answer("kl.known-k1").arrays()[k] for k in ("logp_sampler", "logp_other"))
+ESTIMATORS = {"k1": lambda x: -x, "k2": lambda x: x**2 / 2, "k3": lambda x: sp.exp(x) - 1 - x}
 
-# mpmath, 40 digits: per-sample estimates at the KL known answer and the exact expectations under p
-KL_KNOWN_EXACT = {
-    "k1": [-0.6931471805599453094, -0.2876820724517809274, 0.9162907318741550652],
-    "k2": [0.2402265069591007123, 0.04138048740507586540, 0.4197943526592373646],
-    "k3": [0.3068528194400546906, 0.04565126088155240589, 0.3162907318741550652],
-}
-KL_PQ, KL_QP, E_K2 = 0.2332113080895541925, 0.2090735548298594817, 0.2703566239429615844
+
+def exact_values(answer, digits=40):
+    """Per-sample estimates and their expectation under the sampler, to ``digits`` digits, from the exact
+    distributions the known answer's log-probabilities are the logarithms of."""
+    p = [sp.Rational(v) for v in answer.exact("exp(logp_sampler)")]
+    q = [sp.Rational(v) for v in answer.exact("exp(logp_other)")]
+    k = ESTIMATORS[answer.inputs["kind"]]
+    per_sample = [k(sp.log(qi) - sp.log(pi)) for pi, qi in zip(p, q)]
+    return [float(sp.N(v, digits)) for v in per_sample], float(sp.N(sum(pi * v for pi, v in zip(p, per_sample)), digits))
 
 
 def candidate(conventions=None, **operations) -> Candidate:
@@ -36,22 +42,31 @@ def candidate(conventions=None, **operations) -> Candidate:
 # the reference, pinned
 
 
-@pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
-def test_p7_per_sample_values(kind):
+@pytest.mark.parametrize("answer", KNOWN, ids=lambda a: a.id)
+def test_the_known_answer_is_its_distributions_logarithms(answer):
+    x = answer.arrays()
+    assert x["logp_sampler"].tolist() == np.log(answer.value("exp(logp_sampler)")).tolist()
+    assert x["logp_other"].tolist() == np.log(answer.value("exp(logp_other)")).tolist()
+
+
+@pytest.mark.parametrize("answer", KNOWN, ids=lambda a: a.id)
+def test_the_published_digits_are_the_exact_values_rounded(answer):
+    per_sample, expectation = exact_values(answer)
+    if "estimates" in answer.outputs:
+        np.testing.assert_array_less(np.abs(np.subtract(answer.value("estimates"), per_sample)), answer.published_error("estimates") + 1e-17)
+    assert abs(answer.value("sum exp(logp_sampler) estimates") - expectation) <= answer.published_error("sum exp(logp_sampler) estimates")
+
+
+@pytest.mark.parametrize("answer", KNOWN, ids=lambda a: a.id)
+def test_the_reference_gives_every_known_answer(answer):
+    x = answer.arrays()
+    estimates = ref.kl_estimate(x["logp_sampler"], x["logp_other"], x["kind"])
+    per_sample, expectation = exact_values(answer)
     # log(0.3) and friends are rounded inputs: the derived per-sample bound covers them (a few 1e-16)
-    tol = checks.per_sample_tolerance(kind, LOG_P, LOG_Q, 2.0**-53)
+    tol = checks.per_sample_tolerance(x["kind"], x["logp_sampler"], x["logp_other"], 2.0**-53)
     assert tol.max() < 5e-14
-    np.testing.assert_array_less(np.abs(ref.kl_estimate(LOG_P, LOG_Q, kind) - KL_KNOWN_EXACT[kind]), tol)
-
-
-@pytest.mark.parametrize("kind, expected", [("k1", KL_PQ), ("k2", E_K2), ("k3", KL_PQ)])
-def test_p7_exact_expectations(kind, expected):
-    assert float(np.sum(np.exp(LOG_P) * ref.kl_estimate(LOG_P, LOG_Q, kind))) == pytest.approx(expected, abs=1e-15)
-
-
-def test_direction_swapping_the_arguments_gives_the_reverse_kl():
-    for kind in ("k1", "k3"):
-        assert float(np.sum(np.exp(LOG_Q) * ref.kl_estimate(LOG_Q, LOG_P, kind))) == pytest.approx(KL_QP, abs=1e-15)
+    np.testing.assert_array_less(np.abs(estimates - per_sample), tol)
+    assert float(np.sum(np.exp(x["logp_sampler"]) * estimates)) == pytest.approx(expectation, abs=1e-15)
 
 
 def test_k3_at_extreme_log_ratios_is_unclamped():
@@ -72,12 +87,14 @@ def test_unknown_kind_is_rejected():
         ref.kl_estimate(LOG_P, LOG_Q, "k4")
 
 
-@pytest.mark.parametrize(
-    "kl, expected",
-    [(0.0, 0.25), (0.0078125, 0.5), (0.0078124, 0.25), (0.01171875, 0.5), (0.017578125, 0.5), (0.0175782, 1.0), (1.0, 1.0)],
-)
-def test_adaptive_coefficient_rule(kl, expected):
+@pytest.mark.parametrize("answer", list(contract.known_answers("kl_coefficient_update").values()), ids=lambda a: a.id)
+def test_adaptive_coefficient_rule(answer):
     # target 3 * 2^-8: the thresholds target / 1.5 = 2^-7 and 1.5 target = 0.017578125 are exact; both strict
+    assert ref.kl_coefficient_update(**answer.inputs) == answer.outputs["beta"]
+
+
+@pytest.mark.parametrize("kl, expected", [(0.0, 0.25), (0.01171875, 0.5), (1.0, 1.0)])
+def test_adaptive_coefficient_rule_away_from_the_thresholds(kl, expected):
     assert ref.kl_coefficient_update(0.5, kl, 0.01171875) == expected
 
 

@@ -15,6 +15,7 @@ from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import pg as checks
 from rlspec.checks.protocol import Candidate
 from rlspec.reference import pg as ref
+from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
 
 CLAUSES = "pg"  # the chapter name selects its six clauses
@@ -35,41 +36,37 @@ def candidate(conventions=None, **operations) -> Candidate:
 # the reference, pinned
 
 
-def test_reinforce_loss_bugs_md_a1_example():
-    # r = [1, 0], gamma = 1: reward-to-go weights [1, 0]; the loss is -(1/T) sum logp w.
-    logp, returns = t([-0.5, -1.5], True), t([1.0, 0.0], True)
-    loss = ref.reinforce_loss(logp, returns)
-    assert loss.item() == 0.25
-    loss.backward()
-    assert logp.grad.tolist() == [-0.5, 0.0]
-    assert returns.grad is None  # detached: no gradient reaches the returns
+LEAVES = {"reinforce_loss": ("logp", "returns", "baseline"), "actor_critic_losses": ("logp", "values", "next_values")}
 
 
-def test_reinforce_loss_with_baseline_is_detached_and_exact():
-    logp, returns, baseline = t([-0.75, -0.25], True), t([3.0, 1.0]), t([1.0, 2.0], True)
+@pytest.mark.parametrize("answer", [a for a in contract.known_answers().values() if a.id.startswith("pg.")], ids=lambda a: a.id)
+def test_the_reference_gives_every_known_answer(answer):
+    """Values, and every derived gradient; a gradient of 0 is also no gradient at all (the weights detached)."""
+    x = {k: (torch.tensor(v, requires_grad=k in LEAVES[answer.operation]) if isinstance(v, np.ndarray) and v.dtype != bool
+             else torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in answer.arrays().items()}
+    out = getattr(ref, answer.operation)(**x)
+    out = dict(zip(answer.outputs, out if isinstance(out, tuple) else (out,)))
+    for name, expected in answer.outputs.items():
+        assert out[name].item() == pytest.approx(expected, abs=1e-15)
+    for name, expected in answer.derived.items():
+        of, leaf = name.removeprefix("d ").split(" / d ")
+        (grad,) = torch.autograd.grad(out[of], [x[leaf]], allow_unused=True, retain_graph=True)
+        assert (np.zeros(len(expected)) if grad is None else grad.numpy()).tolist() == expected, name
+
+
+def test_the_reference_detaches_the_returns_and_the_baseline():
+    logp, returns, baseline = t([-0.75, -0.25], True), t([3.0, 1.0], True), t([1.0, 2.0], True)
     loss = ref.reinforce_loss(logp, returns, baseline)
     assert loss.item() == -((-0.75) * 2.0 + (-0.25) * (-1.0)) / 2  # = 0.625
     loss.backward()
-    assert logp.grad.tolist() == [-1.0, 0.5] and baseline.grad is None
+    assert logp.grad.tolist() == [-1.0, 0.5] and baseline.grad is None and returns.grad is None
 
 
-def test_actor_critic_bugs_md_a3_example():
-    # one transition: r = 1, V(s) = 0, V(s') = 0.5, gamma = 1, log pi = -0.7: delta = 1.5
-    logp, v, v_next = t([-0.7], True), t([0.0], True), t([0.5], True)
-    actor, critic = ref.actor_critic_losses(logp, v, v_next, t([1.0]), torch.tensor([False]), 1.0)
-    assert actor.item() == pytest.approx(1.05, abs=1e-15) and critic.item() == 2.25
-    g_logp, g_v, g_next = torch.autograd.grad(actor, [logp, v, v_next], allow_unused=True, retain_graph=True)
-    assert g_logp.tolist() == [-1.5] and g_v is None and g_next is None  # the actor weight is detached
-    g_logp, g_v, g_next = torch.autograd.grad(critic, [logp, v, v_next], allow_unused=True)
-    assert g_logp is None and g_v.tolist() == [-3.0] and g_next is None  # semi-gradient: not 2 delta = 3
-
-
-def test_actor_critic_terminal_step_does_not_bootstrap():
-    logp, v, v_next = t([-0.3, -1.0]), t([0.5, 1.0], True), t([2.0, 4.0])
-    actor, critic = ref.actor_critic_losses(logp, v, v_next, t([1.0, -1.0]), torch.tensor([False, True]), 0.5)
-    assert actor.item() == pytest.approx(-0.775, abs=1e-15)  # delta = [1.5, -2.0]
-    assert critic.item() == 3.125
-    assert ref.actor_critic_losses(logp, v, v_next, t([1.0, -1.0]), torch.tensor([0.0, 1.0]), 0.5)[1].item() == 3.125
+def test_actor_critic_terminal_step_does_not_bootstrap_with_float_flags():
+    x = contract.known_answer("pg.actor-critic-terminal").inputs
+    flags = torch.tensor([float(f) for f in x["terminated"]])
+    critic = ref.actor_critic_losses(t(x["logp"]), t(x["values"]), t(x["next_values"]), t(x["rewards"]), flags, x["gamma"])[1]
+    assert critic.item() == contract.known_answer("pg.actor-critic-terminal").outputs["critic_loss"]
 
 
 def test_critic_bias_gradient_is_minus_two_mean_delta():

@@ -8,68 +8,76 @@ import math
 
 import numpy as np
 import pytest
+import sympy
 import torch
 
-from rlspec.checks import run_conformance
+from rlspec.checks import clipping, run_conformance
 from rlspec.checks.clauses import ppo as checks
 from rlspec.checks.loader import LoadError
 from rlspec.reference import ppo as ref
+from rlspec.spec import contract
+from rlspec.spec.proofs import ppo as ppo_proofs
 
 # ---------------------------------------------------------------------------------------------
 # the reference against exact numbers
 
 
-def grad_of(loss_fn, x, *args):
-    x = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    loss = loss_fn(x, *args)
-    (grad,) = torch.autograd.grad(loss, x)
+LOSSES = {"ppo_clip_loss": ("logp_new", ref.ppo_clip_loss), "ppo_value_loss": ("values", ref.ppo_value_loss),
+          "ppo_entropy_loss": ("entropy", ref.ppo_entropy_loss)}
+KNOWN_LOSSES = [a for a in contract.known_answers().values() if a.operation in LOSSES]
+
+
+def reference_loss(answer, rows=slice(None)):
+    """The reference's loss and its gradient with respect to the operation's differentiated input, on the
+    known answer's inputs (``rows``: a selection of the samples)."""
+    leaf, loss_fn = LOSSES[answer.operation]
+    args = {k: torch.tensor(v, dtype=torch.float64)[rows] if isinstance(v, list) else v for k, v in answer.inputs.items()}
+    args[leaf].requires_grad_(True)
+    loss = loss_fn(**args)
+    (grad,) = torch.autograd.grad(loss, args[leaf])
     return float(loss.detach()), grad.tolist()
 
 
-@pytest.mark.parametrize("A, r, expected", checks.GRADIENT_TABLE)
-def test_clip_gradient_table_p5(A, r, expected):
-    t = lambda x: torch.tensor(x, dtype=torch.float64)
-    _, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([0.0]), t([A]), 0.2), [math.log(r)])
-    assert grad[0] == pytest.approx(expected, abs=1e-12)
+@pytest.mark.parametrize("answer", KNOWN_LOSSES, ids=lambda a: a.id)
+def test_the_reference_gives_every_loss_known_answer(answer):
+    loss, grad = reference_loss(answer)
+    assert loss == pytest.approx(answer.outputs["loss"], abs=answer.published_error("loss") + 1e-13)
+    for name, expected in answer.derived.items():
+        if name.startswith("d loss / d") and not name.endswith("each row alone"):
+            np.testing.assert_allclose(grad, expected, rtol=0, atol=answer.published_error(name) + 1e-13)
 
 
-def test_clip_at_ratio_one_is_minus_mean_advantage():
-    t = lambda x: torch.tensor(x, dtype=torch.float64)
-    loss, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([-0.5, -1.2]), t([10.0, -10.0]), 0.2), [-0.5, -1.2])
-    assert loss == 0.0 and grad == [-5.0, 5.0]
+@pytest.mark.parametrize("row", range(6))
+def test_clip_gradient_table_p5_row_by_row(row):
+    answer = contract.known_answer("ppo.clip-gradient-table")
+    _, grad = reference_loss(answer, slice(row, row + 1))
+    assert math.exp(answer.inputs["logp_new"][row]) == pytest.approx(answer.derived["ratio"][row], rel=1e-15)
+    assert grad[0] == pytest.approx(answer.derived["d loss / d logp_new, each row alone"][row], abs=1e-12)
 
 
-def test_ratio_in_log_space_p6():
-    t = lambda x: torch.tensor(x, dtype=torch.float64)
-    loss, grad = grad_of(lambda lp: ref.ppo_clip_loss(lp, t([-1000.1]), t([1.0]), 0.2), [-1000.0])
-    assert loss == pytest.approx(-math.exp(0.1), rel=1e-12) and grad[0] == pytest.approx(-math.exp(0.1), rel=1e-12)
+def test_the_check_and_the_proof_read_the_same_table():
+    eps, rows = ppo_proofs.table_values()
+    assert eps == sympy.Rational(1, 5) and [tuple(map(float, row)) for row in rows] == checks.GRADIENT_TABLE
 
 
-def test_value_loss_p10_c9_c10():
+def test_value_loss_without_clipping_is_the_squared_error():
     t = lambda x: torch.tensor(x, dtype=torch.float64)
     assert float(ref.ppo_value_loss(t([1.0]), t([2.0]))) == 1.0
-    loss, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([2.0]), t([0.0]), 0.2), [1.0])  # C9
-    assert loss == pytest.approx(3.24) and grad == [0.0]
-    _, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([20.0]), t([0.0]), 10.0), [0.0])  # C10
-    assert grad == [-40.0]
-    loss, grad = grad_of(lambda v: ref.ppo_value_loss(v, t([0.5]), t([0.0]), 0.2), [1.0])  # the max form
-    assert loss == pytest.approx(0.25) and grad == [pytest.approx(1.0)]
 
 
-def test_normalisation_p8():
-    out = ref.normalize_advantages(np.array([1.0, 2.0, 3.0, 4.0]))
-    assert out == pytest.approx([-1.161895, -0.3872983, 0.3872983, 1.161895], abs=1e-6)
-    out = ref.normalize_advantages(np.array([1.0, 2.0, 3.0, 4.0]), ddof=0)
-    assert out == pytest.approx([-1.3416408, -0.4472136, 0.4472136, 1.3416408], abs=1e-6)
+@pytest.mark.parametrize("answer", list(contract.known_answers("normalize_advantages").values()), ids=lambda a: a.id)
+def test_normalisation_p8(answer):
+    ddof = answer.conventions.get("advantage_std_ddof", contract.convention("advantage_std_ddof").default)
+    out = ref.normalize_advantages(np.array(answer.inputs["advantages"]), ddof=ddof)
+    np.testing.assert_allclose(out, answer.outputs["advantages"], rtol=0, atol=answer.published_error("advantages"))
+
+
+def test_normalisation_degenerate_and_torch():
     assert ref.normalize_advantages(np.array([3.0])).tolist() == [0.0]  # C1: finite, not 0/0
     assert ref.normalize_advantages(np.array([5.0, 5.0, 5.0])).tolist() == [0.0, 0.0, 0.0]
-    tensor = ref.normalize_advantages(torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64))
-    assert tensor.tolist() == pytest.approx([-1.161895, -0.3872983, 0.3872983, 1.161895], abs=1e-6)
-
-
-def test_entropy_bonus_sign_c11():
-    loss, grad = grad_of(lambda h: ref.ppo_entropy_loss(h, 1.0), [1.0])  # estimate -log pi(a) = 1
-    assert loss == -1.0 and grad == [-1.0]
+    answer = contract.known_answer("ppo.normalisation")
+    tensor = ref.normalize_advantages(torch.tensor(answer.inputs["advantages"], dtype=torch.float64))
+    np.testing.assert_allclose(tensor.tolist(), answer.outputs["advantages"], rtol=0, atol=answer.published_error("advantages"))
 
 
 def test_approx_kl_is_k3_and_nonnegative():
@@ -150,17 +158,17 @@ def test_reference_update_stops_on_kl():
 
 
 def test_derivative_bounds_widen_only_at_kinks():
-    conv = checks.ClipRange()
+    conv = clipping.ClipRange()
     r, A = np.array([0.5, 0.8, 1.0, 1.2, 1.5]), np.array([2.0] * 5)
-    lo, hi = checks.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
+    lo, hi = clipping.log_derivative_bounds(r, A, 0.2, conv, 1e-12)
     assert lo.tolist() == [1.0, 0.0, 2.0, 0.0, 0.0]
     assert hi.tolist() == [1.0, 1.6, 2.0, 2.4, 0.0]
 
 
 def test_dual_clip_objective():
-    conv = checks.ClipRange(dual_clip=3.0)
+    conv = clipping.ClipRange(dual_clip=3.0)
     r, A = np.array([10.0, 2.0, 10.0]), np.array([-2.0, -2.0, 2.0])
-    assert checks.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
+    assert clipping.clip_objective(r, A, 0.2, conv).tolist() == [-6.0, -4.0, 2.4]
 
 
 class Module:

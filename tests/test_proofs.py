@@ -60,6 +60,7 @@ WRONG = {
     "kl.k1_k3_unbiased": dict(k3=lambda x: sp.exp(-x) - 1 + x),
     # k2 without its factor 1/2
     "kl.k2_second_order": dict(k2=lambda x: x**2),
+    "kl.known_answer_values": dict(estimators={"k1": lambda x: -x, "k2": lambda x: x**2, "k3": lambda x: sp.exp(x) - 1 - x}),
     # gridworld: the TD error without gamma on the bootstrap
     "gridworld.td_error_is_advantage": dict(td_error=lambda r, v_next, v: r + v_next - v),
     # the time limit treated as terminal: no bootstrap there (bug B4)

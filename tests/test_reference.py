@@ -30,8 +30,12 @@ def test_both_flags_set_is_terminal():
     assert ref.gae(**both)[0].tolist() == P1.outputs["advantages"]
 
 
-def test_rewards_to_go_known_answer():
-    assert rewards_to_go(np.array([1.0, 2.0, 3.0]), 0.5).tolist() == [2.75, 3.5, 3.0]
+@pytest.mark.parametrize("answer", list(contract.known_answers("rewards_to_go").values()), ids=lambda a: a.id)
+def test_rewards_to_go_known_answers(answer):
+    assert rewards_to_go(**answer.arrays()).tolist() == answer.outputs["returns"]  # exact: dyadic rationals
+
+
+def test_rewards_to_go_of_an_empty_episode():
     assert rewards_to_go(np.array([], dtype=float), 0.9).tolist() == []
 
 

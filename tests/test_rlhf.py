@@ -17,7 +17,9 @@ from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import rlhf as checks
 from rlspec.checks.loader import LoadError
+from rlspec.checks.strategies import tokens
 from rlspec.reference import rlhf as ref
+from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
 from rlspec.spec.proofs import PROOFS, PROVED, REFUTED
 from rlspec.spec.proofs import rlhf as proofs
@@ -32,19 +34,55 @@ B = lambda x: torch.tensor(x, dtype=torch.bool)
 # the reference against the libraries' measured numbers
 
 
-def test_gae_reference_row_padding_and_hole():
-    adv, ret = ref.token_gae(np.array([[1.0, 1.0, 2.0]]), np.full((1, 3), 0.5), np.ones((1, 3), bool), 0.5, 0.5)
-    assert adv.tolist() == [[1.03125, 1.125, 1.5]] and ret.tolist() == [[1.53125, 1.625, 2.0]]
-    case = checks.HOLE_CASE
-    adv, _ = ref.token_gae(case.rewards, case.values, case.mask, 0.5, 0.5)
-    assert adv[0, case.mask[0]].tolist() == [1.03125, 1.125, 1.5]
+KNOWN = [a for a in contract.known_answers().values() if a.id.startswith("rlhf.")]
+LEAVES = {"aggregate_loss": "per_token_loss", "token_ppo_loss": "logp_new"}
+
+
+def reference_call(answer, **replaced):
+    """The reference on the known answer's inputs (losses as torch, their leaf requiring grad): (outputs, gradient)."""
+    x = {**answer.arrays(), **replaced}
+    function = getattr(ref, answer.operation)
+    if answer.operation not in LEAVES:
+        out = function(**x)
+        return dict(zip([o.name for o in contract.operations()[answer.operation].outputs], out if isinstance(out, tuple) else (out,))), None
+    x = {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v) for k, v in x.items()}
+    leaf = x[LEAVES[answer.operation]].requires_grad_(True)
+    loss = function(**x)
+    (grad,) = torch.autograd.grad(loss, leaf)
+    return {"loss": float(loss.detach())}, grad.numpy()
+
+
+def close(actual, expected, published):
+    """Equal where the known answer states a number (NaN: a masked position it leaves unstated)."""
+    expected = np.asarray(expected, dtype=np.float64)
+    stated = ~np.isnan(expected)
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64)[stated], expected[stated], rtol=1e-14, atol=published + 1e-15)
+
+
+@pytest.mark.parametrize("answer", KNOWN, ids=lambda a: a.id)
+def test_the_reference_gives_every_known_answer(answer):
+    outputs, grad = reference_call(answer)
+    for name in answer.outputs:
+        close(outputs[name], answer.value(name), answer.published_error(name))
+    mask = answer.arrays()["mask"]
+    for name in answer.derived:
+        value = answer.value(name)
+        if name.startswith("d loss / d") and name.endswith("at each row's real tokens"):
+            close(grad, np.where(mask, np.array(value)[:, None], 0.0), answer.published_error(name))
+        elif name.startswith("d loss / d"):
+            close(grad, value, answer.published_error(name))
+        elif name == "loss of each token":  # the loss is a sum: each token alone gives its own
+            for b, t in zip(*np.nonzero(mask)):
+                alone = {k: v[b:b + 1, t:t + 1] for k, v in answer.arrays().items() if isinstance(v, np.ndarray)}
+                close(reference_call(answer, **alone)[0]["loss"], value[b][t], answer.published_error(name))
+        elif name == "ratio":
+            x = answer.arrays()
+            close(np.exp(x["logp_new"] - x["logp_old"]), value, 1e-15)
+
+
+def test_gae_left_padding_and_masked_nan():
     left, _ = ref.token_gae(np.array([[9.0, 1.0, 1.0, 2.0]]), np.array([[1e6, 0.5, 0.5, 0.5]]), np.array([[0, 1, 1, 1]], bool), 0.5, 0.5)
-    assert left[0, 1:].tolist() == [1.03125, 1.125, 1.5]
-    p1, _ = ref.token_gae(np.array(checks.GAE_KNOWN_ROWS[0]), np.array(checks.GAE_KNOWN_ROWS[1]), np.ones((2, 2), bool), 0.5, 0.5)
-    assert p1.tolist() == checks.GAE_KNOWN_ROWS_ADVANTAGES
-
-
-def test_gae_reference_tolerates_nan_in_masked_positions():
+    assert left[0, 1:].tolist() == contract.known_answer("rlhf.gae-reference-row").outputs["advantages"][0]
     adv, ret = ref.token_gae(np.array([[1.0, np.nan, 2.0]]), np.array([[0.5, np.nan, 0.5]]), np.array([[1, 0, 1]], bool), 0.5, 0.5)
     assert np.isfinite(adv[0, [0, 2]]).all() and adv[0, [0, 2]].tolist() == [1.125, 1.5]
 
@@ -58,9 +96,7 @@ def test_openrlhf_interior_hole_number_and_g2():
     assert ref.token_gae(g2.rewards, g2.values, g2.mask, 1.0, 0.95)[0][0, 0] == 0.95  # skipped: one step
 
 
-def test_rewards_reference_openrlhf_example_and_layouts():
-    out = ref.assemble_rewards(np.array([5.0]), np.array([[0.1, 0.2, 0.3, 0.4]]), np.array([[1, 1, 1, 0]], bool), 0.5)
-    assert out[0, :3] == pytest.approx([-0.05, -0.1, 4.85], abs=1e-15)
+def test_rewards_layouts():
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 1, 0, 1, 0]], bool)
     out = ref.assemble_rewards(np.array([1.0, 2.0, 3.0, 4.0]), np.zeros((4, 5)), mask, 0.1)
     assert out.tolist() == [[0, 0, 1, 0, 0], [0, 0, 0, 0, 2], [0, 0, 0, 0, 3], [0, 0, 0, 4, 0]]
@@ -73,31 +109,17 @@ def grad_of(fn, x):
     return float(loss.detach()), grad.numpy()
 
 
-@pytest.mark.parametrize("mode", checks.MODES)
-def test_aggregation_worked_example(mode):
-    value, weights = checks.WORKED[mode]
-    loss, grad = grad_of(lambda l: ref.aggregate_loss(l, B(checks.WORKED_MASK), mode), checks.WORKED_LOSSES)
-    assert loss == pytest.approx(value, rel=1e-15) and grad == pytest.approx(np.array(weights), rel=1e-15)
-
-
-def test_aggregation_width_six_and_num_tokens():
-    mask = np.concatenate([checks.WORKED_MASK, np.zeros((2, 3), bool)], axis=1)
-    loss, grad = grad_of(lambda l: ref.aggregate_loss(l, B(mask), "seq-mean-token-sum-norm"), np.ones((2, 6)))
-    assert loss == pytest.approx(1 / 3) and grad[1, 0] == pytest.approx(1 / 12) and grad[0, 1] == 0.0
+def test_the_checks_read_the_worked_example_for_every_mode():
+    assert list(checks.WORKED) == list(checks.MODES)
     loss, _ = grad_of(lambda l: ref.aggregate_loss(l, B(checks.WORKED_MASK), "token-mean", num_tokens=8), checks.WORKED_LOSSES)
     assert loss == 0.5
 
 
-def test_aggregation_g10_weights_and_g12_accumulation():
-    mask = np.zeros((2, 10), bool)
-    mask[0, :2] = mask[1, :] = True
-    _, grad = grad_of(lambda l: ref.aggregate_loss(l, B(mask), "seq-mean-token-mean"), np.ones((2, 10)))
-    assert grad[0, 0] == 0.25 and grad[1, 0] == pytest.approx(0.05) and grad[0, 5] == 0.0
+def test_aggregation_g12_own_counts():
     losses, mask = T([[4.0, 9.0, 9.0], [0.0, 0.0, 0.0]]), B([[1, 0, 0], [1, 1, 1]])
-    full = ref.aggregate_loss(losses, mask, "token-mean")
     parts = ref.aggregate_loss(losses[:1], mask[:1], "token-mean", num_tokens=4) + ref.aggregate_loss(losses[1:], mask[1:], "token-mean", num_tokens=4)
     own = ref.aggregate_loss(losses[:1], mask[:1], "token-mean") + ref.aggregate_loss(losses[1:], mask[1:], "token-mean")
-    assert float(full) == 1.0 and float(parts) == 1.0 and float(own) == 4.0
+    assert float(parts) == 1.0 and float(own) == 4.0
 
 
 def test_aggregation_rejects_an_unknown_mode():
@@ -105,25 +127,21 @@ def test_aggregation_rejects_an_unknown_mode():
         ref.aggregate_loss(T([[1.0]]), B([[1]]), "token-sum")
 
 
-@pytest.mark.parametrize("A, r, loss, grad", checks.TOKEN_TABLE)
-def test_token_ppo_table_p5(A, r, loss, grad):
-    value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0]]), T([[A]]), B([[1]]), 0.2, 0.2), [[math.log(r)]])
-    assert value == pytest.approx(loss, abs=1e-12) and g[0, 0] == pytest.approx(grad, abs=1e-12)
+def test_the_token_tables_are_the_seeds_and_the_ppo_chapters():
+    """RLHF's per-token table and the PPO chapter's per-sample one are the same clip gradient table: the same rows."""
+    ppo = contract.known_answer("ppo.clip-gradient-table")
+    rows = list(zip(ppo.inputs["advantages"], ppo.derived["ratio"], ppo.derived["d loss / d logp_new, each row alone"]))
+    assert [(A, r, g) for A, r, _, g in checks.TOKEN_TABLE] == rows
 
 
-def test_token_ppo_dual_clip_asymmetric_and_padding():
+def test_token_ppo_padding_and_mixed_rows():
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0, 0.0]]), T([[-2.0, 2.0]]), B([[1, 1]]), 0.2, 0.2, 3.0),
                        [[math.log(3.5), math.log(0.5)]])
     assert value == pytest.approx(6.0 - 1.0) and g.tolist() == [[0.0, pytest.approx(-1.0)]]  # verl: A=-2 r=3.5 -> 6, 0
-    _, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0, 0.0, 0.0]]), T([[2.0, 2.0, -2.0]]), B([[1, 1, 1]]), 0.2, 0.28),
-                   [[math.log(1.25), math.log(1.3), math.log(0.79)]])
-    assert g[0] == pytest.approx([-2.5, 0.0, 0.0])
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0, 1.0]]), T([[2.0, 5.0]]), B([[1, 0]]), 0.2, 0.2), [[0.0, 800.0]])
     assert value == -2.0 and g.tolist() == [[-2.0, 0.0]]  # exp(799) overflows only where masked: no NaN gradient
     value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[-1000.1]]), T([[1.0]]), B([[1]]), 0.2, 0.2), [[-1000.0]])
     assert value == pytest.approx(-math.exp(0.1), rel=1e-12) and g[0, 0] == pytest.approx(-math.exp(0.1), rel=1e-12)  # the log-space known answer
-    value, g = grad_of(lambda lp: ref.token_ppo_loss(lp, T([[0.0]]), T([[-2.0]]), B([[1]]), 0.2, 0.2), [[25.0]])
-    assert value == pytest.approx(2 * math.exp(25.0), rel=1e-12) and g[0, 0] == pytest.approx(2 * math.exp(25.0), rel=1e-12)  # no clamp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +152,7 @@ def test_token_ppo_dual_clip_asymmetric_and_padding():
 def test_row_layouts_place_every_real_token_once(data):
     lengths = data.draw(st.lists(st.integers(2, 5), min_size=1, max_size=4))
     interior = data.draw(st.booleans())
-    positions, width = data.draw(checks.row_layouts(lengths, interior=interior))
+    positions, width = data.draw(tokens.row_layouts(lengths, interior=interior))
     for n, where in zip(lengths, positions):
         assert len(where) == n and len(set(where)) == n and max(where) < width and where == sorted(where)
         if interior:
@@ -144,7 +162,7 @@ def test_row_layouts_place_every_real_token_once(data):
 @given(st.data())
 def test_left_padded_rows_end_at_the_last_column(data):
     lengths = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
-    positions, width = data.draw(checks.row_layouts(lengths, padding=("left",)))
+    positions, width = data.draw(tokens.row_layouts(lengths, padding=("left",)))
     assert all(where[-1] == width - 1 and where[0] > 0 for where in positions)
 
 

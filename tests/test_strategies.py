@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from rlspec.checks.strategies import discounts, episode_ends, episodes, finite_floats, rollouts
+from rlspec.checks.verdict import EXAMPLE_TIERS, PROFILES
 
 
 @given(rollouts(n_envs=st.none() | st.integers(1, 3)))
@@ -60,3 +61,30 @@ def test_column_and_rounding_helpers():
     column = r.column(1)
     assert column.shape == (4,) and np.array_equal(column.rewards, r.rewards[:, 1])
     assert r.rounded(np.float32).rewards.dtype == np.float64
+
+
+# ---------------------------------------------------------------------------------------------
+# example budgets: one table of tiers (rlspec.checks.verdict.EXAMPLE_TIERS)
+
+# The counts each chapter drew per property before the table existed (quick, ci, thorough): a tier
+# changes them only with a reason next to it.
+TIER_COUNTS = {
+    "call": (12, 100, 1000), "grouped": (6, 50, 500), "autograd": (4, 33, 333), "autograd-weights": (8, 66, 666),
+    "enumeration": (2, 16, 166), "kl-stop": (1, 8, 83), "known-answers-first": (3, 100, 1000),
+    "known-answers-first-costly": (2, 33, 333), "training": (0, 3, 30), "quadrature": (3, 25, 250),
+}
+
+
+@pytest.mark.parametrize("tier", sorted(EXAMPLE_TIERS))
+def test_every_tier_has_its_counts_and_a_reason(tier):
+    assert tuple(EXAMPLE_TIERS[tier].examples(PROFILES[p]) for p in ("quick", "ci", "thorough")) == TIER_COUNTS[tier]
+    assert EXAMPLE_TIERS[tier].reason
+
+
+def test_every_tier_is_used_by_a_check():
+    import re
+    from pathlib import Path
+
+    source = "".join(p.read_text() for p in (Path(__file__).parents[1] / "checks" / "clauses").glob("*.py"))
+    used = set(re.findall(r'tier="([\w-]+)"', source)) | set(re.findall(r'examples\("([\w-]+)"\)', source)) | {"call"}
+    assert used == set(EXAMPLE_TIERS)

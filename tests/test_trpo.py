@@ -18,16 +18,29 @@ from rlspec.checks import run_conformance
 from rlspec.checks.loader import from_object
 from rlspec.checks.loader import LoadError
 from rlspec.checks.clauses import trpo as checks
+from rlspec.checks.strategies import trust_region
 from rlspec.reference import trpo as ref
+from rlspec.spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # the reference against exact numbers
 
 
 def test_cg_solves_the_known_system_exactly():
-    A, b = checks.CG_KNOWN[0]
-    x = ref.conjugate_gradient(lambda v: A @ v, b, 2, 0.0)
-    assert x == pytest.approx([1 / 11, 7 / 11], abs=1e-15)
+    answer = contract.known_answer("trpo.cg-2x2")
+    A, b = np.array(answer.inputs["matvec"]), answer.arrays()["b"]
+    assert ref.conjugate_gradient(lambda v: A @ v, b, 2, 0.0) == pytest.approx(answer.value("x"), abs=1e-15)  # n steps
+    assert ref.conjugate_gradient(lambda v: A @ v, b, answer.inputs["iters"], answer.inputs["tol"]) == pytest.approx(answer.value("x"), abs=1e-15)
+
+
+@pytest.mark.parametrize("answer", list(contract.known_answers("line_search").values()), ids=lambda a: a.id)
+def test_the_reference_line_search_gives_every_known_answer(answer):
+    scenario = checks.known_scenario(answer.id)
+    surrogate, kl = scenario.functions()
+    x = ref.line_search(surrogate, kl, scenario.x0, scenario.f, scenario.max_kl, scenario.max_backtracks)
+    assert np.asarray(x).tolist() == pytest.approx(answer.value("x"), abs=1e-15)
+    t, robust = scenario.expected(0.5, 2.0**-53)
+    assert robust and (0.0 if t is None else t) == answer.derived["t"]
 
 
 def test_cg_stops_on_tol_and_on_an_exact_zero_residual():
@@ -46,9 +59,11 @@ def test_cg_works_on_torch_tensors():
 def test_natural_step_e4_numbers():
     """bug E4: F = diag(1, 100), g = (1, 1), delta = 0.01, damping 0.1: step (0.134, 0.0015),
     quadratic KL 0.0091; undamped: sqrt(0.02 / 1.01) (1, 0.01)."""
-    F, g = np.diag([1.0, 100.0]), np.array([1.0, 1.0])
-    step = ref.natural_step(g, lambda v: F @ v, 0.01, 6)
+    answer = contract.known_answer("trpo.natural-step-e4")
+    F, g = np.array(answer.inputs["fvp"]), answer.arrays()["grad"]
+    step = ref.natural_step(g, lambda v: F @ v, answer.inputs["max_kl"], answer.inputs["cg_iters"])
     assert step == pytest.approx(math.sqrt(0.02 / 1.01) * np.array([1.0, 0.01]), rel=1e-14)
+    assert step == pytest.approx(answer.value("step"), abs=answer.published_error("step"))
     assert 0.5 * step @ F @ step == pytest.approx(0.01, rel=1e-14)
     damped = ref.natural_step(g, lambda v: F @ v, 0.01, 6, damping=0.1)
     assert damped == pytest.approx([0.1341, 0.001474], abs=1e-4)
@@ -57,7 +72,7 @@ def test_natural_step_e4_numbers():
 
 
 def test_natural_step_is_finite_in_float32_past_convergence():
-    F = checks.with_spectrum([0.5, 3.0, 40.0])
+    F = trust_region.with_spectrum([0.5, 3.0, 40.0])
     g = np.array([1e-3, -5e-4, 2e-3], dtype=np.float32)
     step = ref.natural_step(g, lambda v: (F @ v).astype(np.float32), np.float32(0.01), 30)
     assert step.dtype == np.float32 and np.all(np.isfinite(step))
@@ -158,20 +173,21 @@ def test_exact_fisher_equals_the_kl_hessian():
 
 def test_line_search_scenarios_know_their_answers():
     beta, u = 0.5, 2.0**-53
-    assert [s.expected(beta, u)[0] for s in checks.LINE_SEARCH_KNOWN] == [0.5, 0.5, 0.25, 1.0]
+    known = [a for a in contract.known_answers("line_search").values() if a.derived["t"] > 0]
+    assert [s.expected(beta, u)[0] for s in checks.LINE_SEARCH_KNOWN] == [a.derived["t"] for a in known]
     assert all(s.expected(beta, u) == (None, True) for s in checks.LINE_SEARCH_FAILURES)
     assert checks.LINE_SEARCH_KNOWN[0].expected(0.8, u)[0] == pytest.approx(0.8**3)
 
 
 @settings(max_examples=40, deadline=None)
-@given(checks.scenarios(failing=True))
-def test_failing_scenarios_have_no_qualifying_trial(scenario):
-    t, _ = scenario.expected(0.5, 2.0**-53)
+@given(trust_region.line_searches(failing=True))
+def test_failing_scenarios_have_no_qualifying_trial(parameters):
+    t, _ = checks.Scenario(*parameters).expected(0.5, 2.0**-53)
     assert t is None
 
 
 @settings(max_examples=25, deadline=None)
-@given(checks.spd_matrices())
+@given(trust_region.spd_matrices())
 def test_spd_matrices_are_spd_within_their_condition_number(A):
     lam_min, lam_max, kappa = checks.condition(A)
     assert np.allclose(A, A.T) and lam_min > 0 and kappa <= 1.01e6

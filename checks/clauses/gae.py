@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, assert_close, matches
 from ..registry import check
-from ..strategies import Rollout, discounts, finite_floats, rollouts
+from ..strategies import Rollout, discounts, episodes, rollouts, rounded
 from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance
 from ...reference import gae as ref
 from ...spec import contract
@@ -286,7 +286,7 @@ def rollout_end_bootstrap(ctx):
                      what="A_{T-1} vs r + gamma next_values[T-1] - V(s_{T-1})", call=call.code)
 
     # bug B2: T = 1, r = 0, V(s_0) = 0, V(s_1) = 10, gamma = 1: A_0 = 10.
-    verify(Rollout.of([0.0], [0.0], [10.0], [False], [False], 1.0, 1.0))
+    verify(Rollout.of(**contract.known_answer("gae.rollout-end-bootstrap").inputs))
     verify(Rollout.of([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [5.0, 6.0, 7.0], [False] * 3, [False] * 3, 0.9, 0.95))
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
 
@@ -445,7 +445,7 @@ def reward_to_go(ctx):
     """G_t = sum_k gamma^k r_{t+k}: known answers, the direct sum, and the recursion on the output."""
 
     def verify(rewards, gamma):
-        rewards = np.asarray(rewards, dtype=np.float64).astype(ctx.dtype).astype(np.float64)
+        rewards = rounded(rewards, ctx.dtype)
         call = ctx.call("rewards_to_go", {"rewards": rewards, "gamma": gamma}, shape=rewards.shape)
         (returns,) = call.outputs
         T = len(rewards)
@@ -453,9 +453,7 @@ def reward_to_go(ctx):
         tol = rewards_to_go_tolerance(rewards, gamma, call.unit_roundoff)
         assert_close(returns, direct, tol, what="rewards_to_go vs sum_k gamma^k r_{t+k}", call=call.code)
 
-    verify([1.0, 2.0, 3.0], 0.5)  # -> [2.75, 3.5, 3.0]
-    verify([1.0, 0.0], 1.0)  # bug A1: weighting every step by G_0 gives [1, 1]
-    verify([0.0, 1.0], 1.0)  # bug A2: a reward read one step off gives [0, 0] or [1, 0]
-    from ..strategies import episodes
+    for answer in contract.known_answers("rewards_to_go").values():  # [1, 2, 3] at 1/2 -> [2.75, 3.5, 3.0]; bugs A1, A2
+        verify(**answer.inputs)
 
     ctx.property(episodes(dtype=ctx.dtype), lambda e: verify(*e), label="drawn")

@@ -13,19 +13,16 @@ import math
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
+from ..strategies import gaussian as draws
+from ..strategies import rounded as _rounded
+from ..tolerances import TINY
+from ...spec import contract
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
-
-
-def examples(ctx) -> int:
-    """Drawn examples per property: 3 at ``quick`` (the known answers, run on every seed, are what catch
-    the mutants; the chapter's share of a pre-commit run is a fraction of a second), else the profile's."""
-    return 3 if ctx.profile.name == "quick" else ctx.profile.max_examples
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +98,7 @@ def magnitudes(mean, log_std, x):
 def diag_tolerance(mean, log_std, x, u):
     m = magnitudes(mean, log_std, x)
     D = m.shape[-1]
-    return 2.0 * (D + 10) * u * np.sum(m, axis=-1) + 1e-300
+    return 2.0 * (D + 10) * u * np.sum(m, axis=-1) + TINY
 
 
 def tanh_tolerance(mean, log_std, u_pre, u):
@@ -112,34 +109,8 @@ def tanh_tolerance(mean, log_std, u_pre, u):
 
 
 def rounded(dtype, *arrays):
-    return [np.asarray(a, dtype=np.float64).astype(dtype).astype(np.float64) for a in arrays]
-
-
-def flush(a: np.ndarray) -> np.ndarray:
-    """Magnitudes below 1e-6 set to 0: a float32 run rounds the inputs, and a value that underflows there (or
-    runs into subnormals) tests the dtype, not the clause."""
-    return np.where(np.abs(a) < 1e-6, 0.0, a)
-
-
-def reals(low: float, high: float):
-    """Floats in [low, high], flushed as above."""
-    return st.floats(low, high, allow_subnormal=False).map(lambda x: float(flush(np.float64(x))))
-
-
-def real_arrays(shape, low: float, high: float):
-    """float64 arrays of ``shape`` (an int, tuple or strategy) with elements in [low, high], flushed as above
-    (the flush is applied to the whole array: per-element mapped strategies draw several times slower)."""
-    return hnp.arrays(np.float64, shape, elements=st.floats(low, high, allow_subnormal=False)).map(flush)
-
-
-@st.composite
-def gaussian_batches(draw, *, x_range=(-10.0, 10.0), log_std_range=(-3.0, 2.0), B=st.integers(1, 4), D=st.integers(1, 4)):
-    """(mean, log_std, x), each (B, D)."""
-    b, d = draw(B, label="B"), draw(D, label="D")
-    mean = draw(real_arrays((b, d), -5.0, 5.0), label="mean")
-    log_std = draw(real_arrays((b, d), *log_std_range), label="log_std")
-    x = draw(real_arrays((b, d), *x_range), label="x")
-    return mean, log_std, x
+    """Each array as the candidate receives it in ``dtype`` (rlspec.checks.strategies.rounded)."""
+    return [_rounded(a, dtype) for a in arrays]
 
 
 def finite_or_fail(values, what: str, call, expected, cause: str):
@@ -157,6 +128,8 @@ def finite_or_fail(values, what: str, call, expected, cause: str):
 # diagonal Gaussian
 
 # bug F4: mean 0, std 1; a = 1.5 scores -2.0439385 (clipped to 1: -1.4189385).
+UNCLIPPED = contract.known_answer("gaussian.unclipped-action")  # spec/contract/60_gaussian.toml
+STANDARD_ENTROPY = contract.known_answer("gaussian.standard-entropy")
 DIAG_KNOWN = [
     (np.array([[0.0, 0.0]]), np.array([[0.0, 0.0]]), np.array([[1.5, -0.5]])),
     (np.array([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]]), np.array([[-0.5, 0.0, 1.0], [1.0, -2.0, 0.25]]),
@@ -203,7 +176,7 @@ def diag_closed_form(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
-    ctx.property(gaussian_batches(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.gaussian_batches(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-DIAG-LOG-PROB-SUM-OVER-DIMS")
@@ -227,7 +200,7 @@ def diag_sum_over_dims(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
-    ctx.property(gaussian_batches(D=st.integers(2, 4)), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.gaussian_batches(D=st.integers(2, 4)), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-LOG-PROB-UNCLIPPED-ACTION")
@@ -242,17 +215,10 @@ def log_prob_unclipped(ctx):
                      diagnose=lambda a: diagnose_diag(a, mean, log_std, action, tol),
                      cause="the action is clipped before scoring, so the stored log-probability is not that of the sampled action")
 
-    verify(np.array([[0.0]]), np.array([[0.0]]), np.array([[1.5]]))  # bug F4: -2.0439385 vs clipped -1.4189385
+    verify(**UNCLIPPED.arrays())  # bug F4: -2.0439385 vs clipped -1.4189385
     verify(np.array([[0.0, 0.5], [2.0, -1.0]]), np.array([[0.0, -1.0], [0.5, 0.0]]), np.array([[-3.0, 1.25], [10.0, -2.0]]))
 
-    @st.composite
-    def outside(draw):
-        mean, log_std, _ = draw(gaussian_batches(D=st.integers(1, 3)))
-        magnitude = draw(hnp.arrays(np.float64, mean.shape, elements=st.floats(1.01, 20.0)), label="|action|")
-        sign = draw(hnp.arrays(np.float64, mean.shape, elements=st.sampled_from([-1.0, 1.0])), label="sign")
-        return mean, log_std, magnitude * sign
-
-    ctx.property(outside(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.outside_actions(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
 @check("GAUSS-ENTROPY")
@@ -265,7 +231,7 @@ def entropy(ctx):
         out = call.outputs[0]
         D = log_std.shape[1]
         # D terms 1/2 (1 + log 2 pi) + log_std_d, each with <= 3 roundings, summed: (D + 4) u sum(|log_std| + 1.5); doubled for the oracle.
-        tol = 2.0 * (D + 4) * call.unit_roundoff * np.sum(np.abs(log_std) + 1.5, axis=-1) + 1e-300
+        tol = 2.0 * (D + 4) * call.unit_roundoff * np.sum(np.abs(log_std) + 1.5, axis=-1) + TINY
         expected = np.sum(0.5 * (1.0 + LOG_2PI) + log_std, axis=-1)
 
         def diagnose(actual):
@@ -286,10 +252,10 @@ def entropy(ctx):
         assert_close(out, reference.numpy(), tol, what="diag_gaussian_entropy vs torch Normal(0, exp(log_std)).entropy().sum(-1)",
                      call=call.code, diagnose=diagnose)
 
-    verify(np.array([[0.0, 0.0]]))  # 2 x 1.4189385 = 2.8378771
+    verify(**STANDARD_ENTROPY.arrays())  # 2 x 1.4189385 = 2.8378771
     verify(np.array([[-1.0, 0.5, 2.0], [0.25, -3.0, 0.0]]))
-    ctx.property(real_arrays(st.tuples(st.integers(1, 4), st.integers(1, 4)), -5.0, 3.0),
-                 verify, label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.log_stds(),
+                 verify, label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,7 +264,7 @@ def entropy(ctx):
 # The tanh known answer (bugs F1-F6): u = 1, mean 0, std 1: log N(1) = -1.4189385, -log(1 - tanh(1)^2) = +0.8675616,
 # log pi(tanh 1) = -0.5513769 (no Jacobian: -1.4189385; double tanh: a different value; eps form: off by 2.4e-6).
 TANH_KNOWN = [
-    (np.array([[0.0]]), np.array([[0.0]]), np.array([[1.0]])),
+    tuple(contract.known_answer("gaussian.tanh-at-1").arrays().values()),
     (np.array([[0.3, -0.5], [1.0, 0.0]]), np.array([[0.405, -1.0], [0.0, 0.5]]), np.array([[2.0, -1.5], [0.5, -3.0]])),
 ]
 
@@ -364,8 +330,8 @@ def tanh_change_of_variables(ctx):
     """log pi(tanh u) = log N(u) - sum_d log(1 - tanh(u_d)^2): closed form and torch's TanhTransform, |u| <= 3."""
     for case in TANH_KNOWN:
         verify_tanh(ctx, *case, with_torch=True)
-    ctx.property(gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0)),
-                 lambda c: verify_tanh(ctx, *c, with_torch=True), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0)),
+                 lambda c: verify_tanh(ctx, *c, with_torch=True), label="drawn", tier="known-answers-first")
 
 
 # Quadrature. For one dimension, the density of a = tanh(u) integrates to int p_A(tanh u) sech(u)^2 du
@@ -417,12 +383,11 @@ def tanh_integrates_to_one(ctx):
     for mean, log_std in QUADRATURE_KNOWN:
         verify([mean], [log_std])
     verify([0.5, -1.0], [-0.25, 0.3])
-    ctx.property(st.tuples(reals(-3.0, 3.0), reals(-2.5, 1.0)), lambda p: verify([p[0]], [p[1]]), label="drawn",
-                 max_examples=examples(ctx))
+    ctx.property(draws.one_dimensional(), lambda p: verify([p[0]], [p[1]]), label="drawn",
+                 tier="known-answers-first")
 
 
-SATURATED_64 = (np.array([[0.0], [20.0], [-19.5], [5.0]]), np.array([[0.0], [0.0], [0.5], [1.0]]),
-                np.array([[20.0], [20.0], [-20.0], [-8.0]]))
+SATURATED_64 = tuple(contract.known_answer("gaussian.tanh-saturated-float64").arrays().values())
 SATURATED_32 = (np.array([[0.0, 0.0], [9.0, -9.0], [15.0, 0.0], [0.0, -20.0], [10.0, 0.0]]),
                 np.array([[0.0, 0.0], [0.0, 0.0], [0.5, 1.0], [1.0, 2.0], [-1.0, 0.0]]),
                 np.array([[9.5, -9.5], [9.0, -10.0], [15.0, 12.0], [-12.0, -20.0], [10.0, 9.1]]))
@@ -435,24 +400,17 @@ def tanh_stable_at_saturation(ctx):
     verify_tanh(ctx, *SATURATED_64, dtype=np.float64, what="tanh_gaussian_log_prob (float64, |u| up to 20)")
     verify_tanh(ctx, *SATURATED_32, dtype=np.float32, what="tanh_gaussian_log_prob (float32, past saturation)")
 
-    @st.composite
-    def saturated(draw):
-        mean, log_std, _ = draw(gaussian_batches(D=st.integers(1, 3)))
-        magnitude = draw(hnp.arrays(np.float64, mean.shape, elements=st.floats(5.0, 30.0)), label="|u|")
-        sign = draw(hnp.arrays(np.float64, mean.shape, elements=st.sampled_from([-1.0, 1.0])), label="sign")
-        return mean, log_std, magnitude * sign, draw(st.sampled_from([np.float64, np.float32]), label="dtype")
-
-    ctx.property(saturated(), lambda c: verify_tanh(ctx, *c[:3], dtype=c[3], what=f"tanh_gaussian_log_prob ({np.dtype(c[3]).name})"),
-                 label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.saturated_batches(), lambda c: verify_tanh(ctx, *c[:3], dtype=c[3], what=f"tanh_gaussian_log_prob ({np.dtype(c[3]).name})"),
+                 label="drawn", tier="known-answers-first")
 
 
 # Bounds. a' = low + (high - low)(tanh(u) + 1)/2 adds -sum_d log((high_d - low_d)/2) (bug F1: u = 1, bounds
-# [-2, 2]: -1.2445240, not -0.5513769). Tolerance: the tanh bound plus (D + 3) u sum_d s_d for the affine term
+# [-2, 2]: -1.2445241, not -0.5513769). Tolerance: the tanh bound plus (D + 3) u sum_d s_d for the affine term
 # (a subtraction, a halving, a log and the sum) with s_d = |log((high - low)/2)| + (|low| + |high|) / (high - low) + 1:
 # the middle term is what rounding low and high to a lower working precision does to high - low, and so to its
 # log. Doubled for the oracle.
 SCALED_KNOWN = [
-    (np.array([[0.0]]), np.array([[0.0]]), np.array([[1.0]]), np.array([-2.0]), np.array([2.0])),
+    tuple(contract.known_answer("gaussian.scaled-bounds-f1").arrays().values()),
     (np.array([[0.3, -0.5], [1.0, 0.0]]), np.array([[0.0, -1.0], [0.5, 0.25]]), np.array([[2.0, -1.5], [0.5, -3.0]]),
      np.array([0.0, -10.0]), np.array([1.0, 30.0])),
 ]
@@ -486,12 +444,4 @@ def tanh_scaled_bounds(ctx):
     for case in SCALED_KNOWN:
         verify(*case)
 
-    @st.composite
-    def bounded(draw):
-        mean, log_std, u = draw(gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0), D=st.integers(1, 3)))
-        D = mean.shape[1]
-        low = draw(real_arrays(D, -10.0, 5.0), label="low")
-        width = draw(hnp.arrays(np.float64, D, elements=st.floats(0.01, 20.0)), label="high - low")
-        return mean, log_std, u, low, low + width
-
-    ctx.property(bounded(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.bounded_batches(), lambda c: verify(*c), label="drawn", tier="known-answers-first")

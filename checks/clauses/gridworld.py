@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, mismatch_table
 from ..registry import check
-from ..strategies import Rollout
-from ..tolerances import gae_tolerance
+from ..strategies import Rollout, rounded
+from ..strategies import gridworld as draws
+from ..tolerances import U64, gae_tolerance
 from ...reference import gridworld as gw
 
 WORLD = gw.GRIDWORLD
-U64 = 2.0**-53
 POLICY_BITS = 12  # drawn policies are multiples of 2^-12: exact in float64 and small as Fractions
 
 
@@ -324,25 +324,12 @@ def check_expectation(ctx, policy: Policy, critic_float, lam: float, expected_fn
 # Hypothesis: drawn policies (tabular logits), trace factors and critics
 
 def policies():
+    """Drawn tabular policies: drawn logits rounded to a dyadic softmax (the name is the replay expression)."""
     S, A = float_mdp().P.shape[:2]
-    logits = st.lists(st.sampled_from([-2.0, -1.0, 0.0, 0.5, 1.0, 2.0]), min_size=S * A, max_size=S * A)
-    return logits.map(lambda z: dyadic_policy(np.reshape(z, (S, A)), f"dyadic_policy(np.reshape({z!r}, ({S}, {A})))"))
+    return draws.policy_logits().map(lambda z: dyadic_policy(np.reshape(z, (S, A)), f"dyadic_policy(np.reshape({z!r}, ({S}, {A})))"))
 
 
-def trace_factors():
-    return st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0]) | st.floats(0.0, 1.0)
-
-
-def critics():
-    """V over every cell, terminal cells included (their values must be ignored)."""
-    S = len(float_mdp().terminal)
-    return st.lists(st.floats(-2.0, 2.0, allow_nan=False, width=32), min_size=S, max_size=S).map(np.array)
-
-
-def few(ctx) -> int:
-    """Each drawn example is a whole enumeration (hundreds of columns): a sixth of the profile's count
-    (quick 2, ci 16, thorough 166)."""
-    return max(1, ctx.profile.max_examples // 6)
+trace_factors, critics = draws.trace_factors, draws.critics
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +352,7 @@ def exact_critic(ctx):
 
     verify(UNIFORM, 0.5)  # catches every catalogued mutant on its own; drawn lambdas (0 and 1 likely) follow
     verify(GREEDY, 0.95)
-    ctx.property(st.tuples(policies(), trace_factors()), lambda p: verify(*p), label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), trace_factors()), lambda p: verify(*p), label="drawn", tier="enumeration")
 
 
 def closed_form(policy: Policy, critic_float, lam: float):
@@ -395,7 +382,7 @@ def any_critic(ctx):
         policy, critic, lam = example
         verify(policy, critic, lam, f"np.array({critic.tolist()!r})")
 
-    ctx.property(st.tuples(policies(), critics(), trace_factors()), drawn, label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), critics(), trace_factors()), drawn, label="drawn", tier="enumeration")
 
 
 def monte_carlo_form(policy: Policy, critic_float):
@@ -430,7 +417,7 @@ def lambda_one(ctx):
            f"with_terminal_values({WORLD.critic_scale} * exact_float(exact_values(UNIFORM)))")
     verify(GREEDY, np.linspace(-1.0, 1.0, S), f"np.linspace(-1.0, 1.0, {S})")
     ctx.property(st.tuples(policies(), critics()), lambda p: verify(p[0], p[1], f"np.array({p[1].tolist()!r})"),
-                 label="drawn", max_examples=few(ctx))
+                 label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,7 +474,7 @@ def performance_difference(ctx):
 
     verify(UNIFORM, GREEDY)
     verify(GREEDY, UNIFORM)
-    ctx.property(st.tuples(policies(), policies()), lambda p: verify(*p), label="drawn", max_examples=few(ctx))
+    ctx.property(st.tuples(policies(), policies()), lambda p: verify(*p), label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,7 +512,7 @@ def possible_return_range() -> tuple[float, float]:
 
 
 def train_seeds(ctx) -> list[int]:
-    extra = ctx.profile.max_examples // 33  # quick 0, ci 3, thorough 30
+    extra = ctx.examples("training")  # quick 0, ci 3, thorough 30
     return list(QUICK_SEEDS) + [ctx.seed_for(f"train-{i}") % 2**31 for i in range(extra)]
 
 
@@ -627,7 +614,7 @@ def transitions() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def actor_critic_expectation(ctx):
     """Every transition of the gridworld in one batch: the actor's weight delta = -d actor_loss / d logp
     (divided by the declared reduction), averaged over s' ~ P(.|s,a), is A^pi(s, a) for the exact critic."""
-    from .pg import gradients, reduction_scale
+    from ..gradients import gradients, reduction_scale
 
     mdp = float_mdp()
     s, a, s_next, prob = transitions()
@@ -643,9 +630,9 @@ def actor_critic_expectation(ctx):
             "terminated": mdp.terminal[s_next],
             "gamma": WORLD.gamma,
         }
-        rounded = {k: (v.astype(ctx.dtype).astype(np.float64) if isinstance(v, np.ndarray) and v.dtype != bool else v)
+        received = {k: (rounded(v, ctx.dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v)
                    for k, v in args.items()}
-        call = ctx.call("actor_critic_losses", rounded, array="torch", requires_grad=("logp", "values", "next_values"),
+        call = ctx.call("actor_critic_losses", received, array="torch", requires_grad=("logp", "values", "next_values"),
                         outputs=2, shape=())
         grads = gradients(call.raw[0], {n: call.inputs[n] for n in ("logp", "values", "next_values")})
         delta = -grads["logp"] / reduction_scale(ctx, B)  # (B,) the weight each log-probability gets
@@ -661,8 +648,8 @@ def actor_critic_expectation(ctx):
         # * rounding the exact inputs (V^pi, -0.04, 0.99) to float64 first: 6 u64 m, taken as 8 u64 m;
         # * the suite's P-weighted sum of n <= 3 terms in float64, each P rounded once: (2 n - 1) u64
         #   sum P |delta| <= 5 u64 sum P |delta|; and u64 |E| for rounding the exact expectation.
-        m = np.abs(rounded["rewards"]) + WORLD.gamma * np.where(args["terminated"], 0.0, np.abs(rounded["next_values"])) \
-            + np.abs(rounded["values"])
+        m = np.abs(received["rewards"]) + WORLD.gamma * np.where(args["terminated"], 0.0, np.abs(received["next_values"])) \
+            + np.abs(received["values"])
         per_sample = (16 * call.unit_roundoff + 8 * U64) * m
         tol = np.bincount(pair, weights=prob * per_sample)[pairs] + 5 * U64 * np.bincount(pair, weights=prob * np.abs(delta))[pairs] \
             + U64 * np.abs(expected)
@@ -689,8 +676,8 @@ def actor_critic_expectation(ctx):
         verify(policy, critic, exact_float(gw.expected_td_errors(exact_mdp(), exact)), f"np.array({critic.tolist()!r})")
 
     ctx.property(policies(), lambda p: verify(p, exact_critic(p), exact_float(exact_advantages(p)), "V^pi"),
-                 label="drawn policy", max_examples=few(ctx))
-    ctx.property(st.tuples(policies(), critics()), any_critic, label="drawn critic", max_examples=few(ctx))
+                 label="drawn policy", tier="enumeration")
+    ctx.property(st.tuples(policies(), critics()), any_critic, label="drawn critic", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------

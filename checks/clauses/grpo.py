@@ -38,17 +38,18 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from .. import kl_estimators
 from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
-from . import kl as klc
+from ..kl_estimators import ELEMENTARY
 from ..protocol import CandidateError
 from ..registry import check
+from ..strategies import groups as draws
+from ..strategies import rounded
+from ..strategies.groups import GROUP_KINDS, MODERATE  # noqa: F401 - MODERATE: the bound the module docstring names
+from ..tolerances import TINY, U64, smallest_normal
 from ...spec import contract
-from ..tolerances import smallest_normal
 
-TINY = 1e-300
-U64 = 2.0**-53
-GROUP_KINDS = contract.convention("group_singleton").kinds
 KL_KINDS = contract.convention("kl_penalty_kinds").allowed
 
 # ---------------------------------------------------------------------------------------------
@@ -173,10 +174,6 @@ def _integer_ids(groups, candidate):
 
         return jnp.asarray(groups).astype(jnp.int32)
     return np.asarray(groups).astype(np.int64)
-
-
-def rounded(x, dtype) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
 
 
 def run_groups(ctx, scores, groups, kind, *, allow_nonfinite=False):
@@ -305,41 +302,23 @@ def check_groups(ctx, scores, groups, kind, *, what, cause=""):
 
 
 # ---------------------------------------------------------------------------------------------
-# group_advantages: strategies
+# group_advantages: known answers (spec/contract/85_grpo.toml) and fixed inputs
 
 
-def _floats32(low, high):
-    return st.floats(low, high, width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+def known_scores(answer_id: str) -> tuple[list, list]:
+    """A known answer's ``(scores, groups)``."""
+    x = contract.known_answer(answer_id).inputs
+    return x["scores"], x["groups"]
 
 
-SCORES = st.sampled_from([0.0, 1.0, 0.5, 2.0, -1.0]) | _floats32(-10.0, 10.0)
-
-
-@st.composite
-def grouped_scores(draw, *, min_size=2, max_size=6, max_groups=4, nan=False):
-    """``(scores, groups)``: groups of drawn sizes with distinct arbitrary ids, the batch shuffled."""
-    k = draw(st.integers(1, max_groups), label="number of groups")
-    ids = draw(st.lists(st.integers(0, 10**6), min_size=k, max_size=k, unique=True), label="ids")
-    scores, groups = [], []
-    element = (SCORES | st.just(math.nan)) if nan else SCORES
-    for gid in ids:
-        size = draw(st.integers(min_size, max_size), label="group size")
-        scores += draw(st.lists(element, min_size=size, max_size=size), label="scores")
-        groups += [gid] * size
-    order = draw(st.permutations(range(len(scores))), label="order")
-    return np.array(scores, dtype=np.float64)[order], np.array(groups, dtype=np.int64)[order]
-
-
-def drawn_examples(ctx) -> int:
-    return max(4, ctx.profile.max_examples // 2)
-
-
-# Known answers. verl: [1, 0, 0, 1 | 0.5 | 2] with ids [a, a, a, a, b, c]; TRL's group [0, 0, 0, 1].
-VERL_SCORES, VERL_GROUPS = [1.0, 0.0, 0.0, 1.0, 0.5, 2.0], [0, 0, 0, 0, 1, 2]
-PAIR = ([1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0])
+# verl: [1, 0, 0, 1 | 0.5 | 2] with ids [a, a, a, a, b, c]; TRL's group [0, 0, 0, 1].
+VERL_SCORES, VERL_GROUPS = known_scores("grpo.verl-singletons")
+PAIR = known_scores("grpo.pair-grpo")
+RLOO_TWO = known_scores("grpo.rloo-two")
 TRL_EIGHT = ([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], [0, 0, 0, 0, 1, 1, 1, 1])
-G8_SCORES, G8_GROUPS = [1.0, 1.00001, 2.0, 2.00001], [7, 7, 3, 3]
-G9 = ([1.0, 1.0, 1.0, 1.0 + 1e-5], [0, 0, 0, 0])
+G8_SCORES, G8_GROUPS = known_scores("grpo.g8")
+G9 = known_scores("grpo.g9")
+UNSCORABLE = known_scores("grpo.unscorable")  # TRL's probe
 INTERLEAVED = ([3.0, 0.0, 1.0, 10.0, 2.0, -4.0, 5.0], [42, 7, 42, 9, 7, 9, 42])  # sizes 3, 2, 2; ids not 0..k-1
 
 
@@ -349,8 +328,8 @@ def grpo_values(ctx):
     cause = "the std's ddof or the epsilon differs from the declaration, or eps enters inside the square root"
     for scores, groups in (PAIR, TRL_EIGHT, G9, ([1.0, 0.0], [5, 5]), INTERLEAVED):
         check_groups(ctx, scores, groups, "grpo", what=f"scores {scores}", cause=cause)
-    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "grpo", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.grouped_scores(), lambda d: check_groups(ctx, *d, "grpo", what="drawn groups", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-MEAN-VALUES")
@@ -359,18 +338,18 @@ def mean_values(ctx):
     cause = "kind 'mean' must not divide by the std"
     for scores, groups in (PAIR, TRL_EIGHT, INTERLEAVED):
         check_groups(ctx, scores, groups, "mean", what=f"scores {scores}", cause=cause)
-    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "mean", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.grouped_scores(), lambda d: check_groups(ctx, *d, "mean", what="drawn groups", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-RLOO-LEAVE-ONE-OUT")
 def rloo_values(ctx):
     """r - mean of the others: [1, 0, 0, 1] -> +-2/3, [1, 0] -> +-1, then drawn groups."""
     cause = "the baseline must leave the sample itself out: (sum - r) / (n - 1)"
-    for scores, groups in (PAIR, ([1.0, 0.0], [0, 0]), ([1.0, 0.0, 0.0, 0.0], [1, 1, 1, 1]), INTERLEAVED):
+    for scores, groups in (PAIR, RLOO_TWO, ([1.0, 0.0, 0.0, 0.0], [1, 1, 1, 1]), INTERLEAVED):
         check_groups(ctx, scores, groups, "rloo", what=f"scores {scores}", cause=cause)
-    ctx.property(grouped_scores(), lambda d: check_groups(ctx, *d, "rloo", what="drawn groups", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.grouped_scores(), lambda d: check_groups(ctx, *d, "rloo", what="drawn groups", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-UNSORTED-IDS")
@@ -390,8 +369,8 @@ def unsorted_ids(ctx):
         assert_close(again, first[order], group_tolerance(scores[order], groups[order], kind, group_conventions(ctx), call.unit_roundoff),
                      what="advantages of the permuted batch vs the original's, permuted", call=call.code, cause=cause)
 
-    ctx.property(st.tuples(grouped_scores(max_groups=5), st.sampled_from(GROUP_KINDS), st.integers(0, 2**32 - 1)),
-                 verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(st.tuples(draws.grouped_scores(max_groups=5), st.sampled_from(GROUP_KINDS), st.integers(0, 2**32 - 1)),
+                 verify, label="drawn", tier="grouped")
 
 
 @check("GROUP-IDENTICAL-SCORES")
@@ -404,39 +383,20 @@ def identical_scores(ctx):
         for kind in GROUP_KINDS:
             check_groups(ctx, scores, groups, kind, what=f"identical scores {scores}", cause=cause)
 
-    @st.composite
-    def constant_groups(draw):
-        k = draw(st.integers(1, 4))
-        scores, groups = [], []
-        for g in range(k):
-            n = draw(st.integers(2, 8))
-            scores += [draw(SCORES | _floats32(-1e6, 1e6))] * n
-            groups += [g * 13 + 1] * n
-        order = draw(st.permutations(range(len(scores))))
-        return np.array(scores)[order], np.array(groups)[order], draw(st.sampled_from(GROUP_KINDS))
-
-    ctx.property(constant_groups(), lambda d: check_groups(ctx, d[0], d[1], d[2], what="identical scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.constant_groups(kinds=GROUP_KINDS), lambda d: check_groups(ctx, d[0], d[1], d[2], what="identical scores", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-LOW-VARIANCE")
 def low_variance(ctx):
-    """G8: [1.0, 1.00001, 2.0, 2.00001] in two groups -> +-0.6196 (eps 1e-6); G9's near-tie; drawn small spreads."""
+    """G8: [1.0, 1.00001, 2.0, 2.00001] in two groups -> +-0.6195 (eps 1e-6); G9's near-tie; drawn small spreads."""
     cause = "the variance is floored or formed as E[r^2] - E[r]^2: a small spread is lost"
     check_groups(ctx, G8_SCORES, G8_GROUPS, "grpo", what="G8 scores [1.0, 1.00001, 2.0, 2.00001]", cause=cause)
     check_groups(ctx, *G9, "grpo", what="G9 scores [1, 1, 1, 1 + 1e-5]", cause=cause)
 
-    @st.composite
-    def near_ties(draw):
-        n = draw(st.integers(2, 6), label="n")
-        base = draw(st.sampled_from([1.0, 2.0, 10.0, -3.0, 0.5]), label="base")
-        spread = draw(st.sampled_from([1e-5, 1e-4, 1e-3, 3e-5]), label="spread")
-        offsets = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n).filter(lambda v: len(set(v)) > 1), label="offsets")
-        return np.array([base + spread * o for o in offsets]), np.full(n, 11)
-
     # float32 cannot hold 1 + 1e-5 apart from 1 well enough for a spread this small to be drawn
-    ctx.property(near_ties(), lambda d: check_groups(ctx, *d, "grpo", what="near-identical scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.near_ties(), lambda d: check_groups(ctx, *d, "grpo", what="near-identical scores", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-SINGLETON")
@@ -450,20 +410,15 @@ def singleton(ctx):
         check_groups(ctx, [3.0], [0], kind, what="one sample", cause=cause)
         check_groups(ctx, [-2.0, 1.0, 4.0], [5, 6, 5], kind, what="ids [5, 6, 5]", cause=cause)
 
-    @st.composite
-    def with_singletons(draw):
-        scores, groups = draw(grouped_scores(min_size=1, max_size=3))
-        return scores, groups, draw(st.sampled_from(GROUP_KINDS))
-
-    ctx.property(with_singletons(), lambda d: check_groups(ctx, *d[:2], d[2], what="drawn groups of 1 to 3", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.small_groups(kinds=GROUP_KINDS), lambda d: check_groups(ctx, *d[:2], d[2], what="drawn groups of 1 to 3", cause=cause),
+                 label="drawn", tier="grouped")
 
 
 @check("GROUP-UNSCORABLE-EXCLUDED")
 def unscorable_excluded(ctx):
     """NaN scores are left out of their group's statistics and get the declared advantage (TRL: 0)."""
     cause = "NaN scores must be left out of the group statistics (not counted as 0, not propagated)"
-    cases = [([1.0, math.nan, 0.0, 1.0], [0, 0, 0, 0]),  # TRL's probe
+    cases = [UNSCORABLE,  # TRL's probe
              ([math.nan, 2.0, 0.0, math.nan, 1.0, 1.0], [1, 1, 1, 2, 2, 2]),
              ([math.nan, 3.0, 0.5, 0.5], [4, 4, 9, 9]),  # a group reduced to one scorable member
              ([math.nan, math.nan, 1.0, 2.0], [4, 4, 9, 9])]  # a group with none
@@ -471,9 +426,9 @@ def unscorable_excluded(ctx):
         for kind in GROUP_KINDS:
             check_groups(ctx, scores, groups, kind, what=f"scores {scores}", cause=cause)
 
-    ctx.property(st.tuples(grouped_scores(nan=True), st.sampled_from(GROUP_KINDS)),
+    ctx.property(st.tuples(draws.grouped_scores(nan=True), st.sampled_from(GROUP_KINDS)),
                  lambda d: check_groups(ctx, *d[0], d[1], what="drawn groups with NaN scores", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="grouped")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,21 +487,11 @@ def baseline_bias(ctx):
         for kind in ("rloo", "mean"):
             check_baseline(ctx, [0.25, 0.25, 0.5], [1.0, 0.0, 0.5], G, kind, "pi = [1/4, 1/4, 1/2], R = [1, 0, 0.5]")
 
-    @st.composite
-    def problems(draw):
-        K = draw(st.integers(2, 3), label="actions")
-        cuts = sorted(draw(st.lists(st.integers(1, 15), min_size=K - 1, max_size=K - 1, unique=True), label="cuts"))
-        pi = np.diff([0] + cuts + [16]) / 16.0  # dyadic: the joint probabilities are exact
-        R = draw(st.lists(SCORES, min_size=K, max_size=K), label="R")
-        return pi, R, draw(st.integers(2, 4 if K == 2 else 3), label="G"), draw(st.sampled_from(["rloo", "mean"]), label="kind")
-
-    ctx.property(problems(), lambda d: check_baseline(ctx, *d, "drawn"), label="drawn", max_examples=max(4, ctx.profile.max_examples // 3))
+    ctx.property(draws.baseline_problems(), lambda d: check_baseline(ctx, *d, "drawn"), label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
 # kl_penalty: calls, per-token formulas and tolerances
-
-ELEMENTARY = klc.ELEMENTARY
 
 
 def penalty_kinds(ctx) -> tuple[str, ...]:
@@ -565,13 +510,13 @@ def _base(kind: str) -> str:
 
 def penalty_values(kind, a, b) -> np.ndarray:
     """The named estimator of KL(pi || pi_ref) per token, x = b - a (float64)."""
-    return klc.exact(_base(kind), a, b)
+    return kl_estimators.exact(_base(kind), a, b)
 
 
 def value_tolerance(kind, a, b, c, u, weighted=True) -> np.ndarray:
     """kl.per_sample_tolerance for the named estimator, plus, for a straight-through kind, the two
     roundings of a value formed as s + (k - s) with s = w k2 (verl's form): 2 u (w |k2| + |k|)."""
-    tol = klc.per_sample_tolerance(_base(kind), a, b, u)
+    tol = kl_estimators.per_sample_tolerance(_base(kind), a, b, u)
     if kind.endswith("+"):
         x = b - a
         w = np.exp(a - c) if (c is not None and weighted) else 1.0
@@ -659,10 +604,10 @@ def check_token_values(ctx, kind, a_in, b_in, c_in=None, *, what, cause=""):
         clamp = clamp_pattern(v, penalty_values(kind, a, b), value_tolerance(kind, a, b, c, u, weighted))
         if clamp:
             return clamp
-        inverted = klc.exact(_base(kind), b, a)
-        if matches(v, inverted, klc.per_sample_tolerance(_base(kind), b, a, u)):
+        inverted = kl_estimators.exact(_base(kind), b, a)
+        if matches(v, inverted, kl_estimators.per_sample_tolerance(_base(kind), b, a, u)):
             return "the log ratio is inverted: logp - logp_ref takes the place of logp_ref - logp (bug D1)"
-        if kind.endswith("+") and matches(v, 0.5 * (b - a) ** 2, klc.per_sample_tolerance("k2", a, b, u)):
+        if kind.endswith("+") and matches(v, 0.5 * (b - a) ** 2, kl_estimators.per_sample_tolerance("k2", a, b, u)):
             return f"kind {kind!r} returns the k2 value: a straight-through kind keeps the value of {_base(kind)}"
         return ""
 
@@ -782,46 +727,28 @@ def check_expected_gradient(ctx, kind, log_p, log_ref, log_old=None, *, what, pu
     return E
 
 
-KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF = np.log([0.2, 0.3, 0.5]), np.log([0.4, 0.4, 0.2])
-KL_KNOWN_REVERSE = [-0.185272, -0.156268, 0.341540]
-KL_KNOWN_FORWARD = [-0.2, -0.1, 0.3]
-OFF_POLICY_LOG_OLD = np.log([0.3, 0.3, 0.4])  # an off-policy sampler pi_old
-NOTES_OFF_POLICY = {"k1": [0.1, 0.0, -0.1], "k3": [-0.268, -0.052, 0.320]}
+# The KL known answer (spec/contract/40_kl.toml gives its per-token values, 85_grpo.toml the expected gradients).
+EXPECTED_GRADIENT = "sum_y s(y) d kl(y) / d theta"  # the derived number of the kl_penalty known answers
+_KNOWN = contract.known_answer("grpo.kl-penalty-k1").arrays()
+KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF = _KNOWN["logp"][0], _KNOWN["logp_ref"][0]
+OFF_POLICY_LOG_OLD = contract.known_answer("grpo.kl-penalty-off-policy-k1").arrays()["logp_old"][0]  # an off-policy sampler pi_old
+KL_KNOWN_REVERSE = contract.known_answer("grpo.kl-penalty-k2").value(EXPECTED_GRADIENT)  # grad KL(pi || pi_ref)
+
+
+def published_gradient(kind: str, off_policy: bool = False) -> tuple[list | None, float]:
+    """``(expected gradient, how far the published digits may be off)`` for ``kind`` at the KL known answer, or
+    ``(None, 0)`` where none is published (k2 off-policy)."""
+    name = kind.replace("+", "-plus")  # a known answer's id is lowercase letters, digits, dots and dashes
+    answer = contract.known_answers("kl_penalty").get(f"grpo.kl-penalty-{'off-policy-' if off_policy else ''}{name}")
+    return (None, 0.0) if answer is None else (answer.value(EXPECTED_GRADIENT), answer.published_error(EXPECTED_GRADIENT))
+
+
 WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD = np.log([0.05, 0.9, 0.05]), np.log([0.2, 0.3, 0.5]), np.log([0.6, 0.05, 0.35])  # pi / pi_old = 18
 
 
 # The value and expected-gradient clauses judge the estimators where no clamp a library uses acts:
 # |log(pi_ref / pi)| <= MODERATE (e^2.5 = 12.2 < 13.61, where verl's k3 clamp starts). Larger ratios,
 # clamps, overflow and cancellation belong to KL-PENALTY-EXTREME-LOG-RATIO.
-MODERATE = 2.5
-
-
-def _log_softmax(z):
-    z = np.asarray(z, dtype=np.float64)
-    return z - (z.max() + np.log(np.sum(np.exp(z - z.max()))))
-
-
-@st.composite
-def moderate_categoricals(draw, count=2):
-    """Log-probabilities of ``count`` distributions over the same n outcomes (pi first): logits of pi in
-    [-8, 8], each other's logits within 1.25 of pi's, so every log ratio is within 2.5 = MODERATE."""
-    n = draw(st.integers(2, 8), label="n")
-    z = np.asarray(draw(klc._logits(n), label="pi logits"), dtype=np.float64)
-    out = [_log_softmax(z)]
-    for i in range(count - 1):
-        delta = draw(st.lists(_floats32(-1.25, 1.25), min_size=n, max_size=n), label=f"logit shifts {i}")
-        out.append(_log_softmax(z + np.asarray(delta)))
-    return tuple(out)
-
-
-@st.composite
-def token_batches(draw, log_ratio=(-MODERATE, MODERATE)):
-    """(B, L) log-probabilities of the sampled tokens under pi, pi_ref and pi_old."""
-    B, L = draw(st.integers(1, 3), label="B"), draw(st.integers(1, 5), label="L")
-    a = np.array(draw(st.lists(_floats32(-30.0, 0.0), min_size=B * L, max_size=B * L), label="logp")).reshape(B, L)
-    x = np.array(draw(st.lists(_floats32(*log_ratio), min_size=B * L, max_size=B * L), label="log ratio")).reshape(B, L)
-    y = np.array(draw(st.lists(_floats32(-3.0, 3.0), min_size=B * L, max_size=B * L), label="log w")).reshape(B, L)
-    return a, a + x, a - y
 
 
 @check("KL-PENALTY-VALUES")
@@ -832,12 +759,14 @@ def penalty_values_check(ctx):
         base = _base(kind)
         values, call, a, b, c = check_token_values(ctx, kind, KL_KNOWN_LOG_P[None, :], KL_KNOWN_LOG_REF[None, :], what="the KL known answer")
         u = call.unit_roundoff
-        assert_close(values[0], klc.KL_KNOWN_PER_SAMPLE[base], klc.PUBLISHED_6 + value_tolerance(kind, a, b, c, u)[0],
+        known = contract.known_answer(f"kl.known-{base}")
+        assert_close(values[0], known.value("estimates"), known.published_error("estimates") + value_tolerance(kind, a, b, c, u)[0],
                      what=f"kind {kind!r} at the KL known answer vs the published values", call=call.code)
         mean = math.fsum(np.exp(a[0]) * values[0])
-        tol = float(np.sum(np.exp(a[0]) * value_tolerance(kind, a, b, c, u)[0])) + klc.expectation_tolerance(base, a[0], b[0], values[0], u)
-        expected = klc.KL_KNOWN_K2 if base == "k2" else klc.KL_KNOWN_KL_PQ
-        assert_close(mean, expected, tol + klc.PUBLISHED_8, what=f"sum_y pi(y) {kind}(y) at the KL known answer vs {expected}", call=call.code)
+        tol = float(np.sum(np.exp(a[0]) * value_tolerance(kind, a, b, c, u)[0])) + kl_estimators.expectation_tolerance(base, a[0], b[0], values[0], u)
+        expectation = "sum exp(logp_sampler) estimates"
+        expected = known.value(expectation)
+        assert_close(mean, expected, tol + known.published_error(expectation), what=f"sum_y pi(y) {kind}(y) at the KL known answer vs {expected}", call=call.code)
         check_token_values(ctx, kind, KL_KNOWN_LOG_P[None, :], KL_KNOWN_LOG_REF[None, :], OFF_POLICY_LOG_OLD[None, :],
                            what="the KL known answer with logp_old = log [0.3, 0.3, 0.4] (values do not depend on logp_old)")
 
@@ -845,8 +774,8 @@ def penalty_values_check(ctx):
         (a, b, c), kind, off = drawn
         check_token_values(ctx, kind, a, b, c if off else None, what="drawn tokens" + (" with logp_old" if off else ""))
 
-    ctx.property(st.tuples(token_batches(), st.sampled_from(kinds), st.booleans()), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(st.tuples(draws.token_batches(), st.sampled_from(kinds), st.booleans()), verify, label="drawn",
+                 tier="grouped")
 
 
 @check("KL-PENALTY-EXPECTED-GRADIENT")
@@ -854,15 +783,16 @@ def penalty_expected_gradient(ctx):
     """On-policy, exact over a categorical: k1 -> 0, k2 / '+' -> reverse KL's gradient, k3 -> forward KL's (the KL known answer, then drawn)."""
     kinds = penalty_kinds(ctx)
     for kind in kinds:
-        published = [0.0, 0.0, 0.0] if kind == "k1" else KL_KNOWN_FORWARD if kind == "k3" else KL_KNOWN_REVERSE
-        check_expected_gradient(ctx, kind, KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, what="the KL known answer", published=published, published_tol=5e-7)
+        published, published_tol = published_gradient(kind)
+        check_expected_gradient(ctx, kind, KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, what="the KL known answer", published=published,
+                                published_tol=published_tol)
 
     def verify(drawn):
         (log_p, log_ref), kind = drawn
         check_expected_gradient(ctx, kind, log_p, log_ref, what="drawn categorical")
 
-    ctx.property(st.tuples(moderate_categoricals(2), st.sampled_from(kinds)), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(st.tuples(draws.moderate_categoricals(count=2), st.sampled_from(kinds)), verify, label="drawn",
+                 tier="grouped")
 
 
 @check("KL-PENALTY-OFF-POLICY")
@@ -879,9 +809,9 @@ def penalty_off_policy(ctx):
             cause="the candidate does not importance-weight the penalty's gradient off-policy (by its own declaration); "
             "list KL-PENALTY-OFF-POLICY in its xfail entries with the reason")
     for kind in kinds:
-        published = KL_KNOWN_REVERSE if kind.endswith("+") else NOTES_OFF_POLICY.get(kind)
+        published, published_tol = published_gradient(kind, off_policy=True)
         check_expected_gradient(ctx, kind, KL_KNOWN_LOG_P, KL_KNOWN_LOG_REF, OFF_POLICY_LOG_OLD, what="the KL known answer, tokens from pi_old = [0.3, 0.3, 0.4]",
-                                published=published, published_tol=5e-7 if kind.endswith("+") else 5e-4)
+                                published=published, published_tol=published_tol)
         check_expected_gradient(ctx, kind, WIDE_LOG_P, WIDE_LOG_REF, WIDE_LOG_OLD,
                                 what="pi = [0.05, 0.9, 0.05], pi_ref = [0.2, 0.3, 0.5], tokens from pi_old = "
                                 "[0.6, 0.05, 0.35] (pi / pi_old = 18)")
@@ -890,8 +820,8 @@ def penalty_off_policy(ctx):
         (log_p, log_ref, log_old), kind = drawn
         check_expected_gradient(ctx, kind, log_p, log_ref, log_old, what="drawn categorical, tokens from pi_old")
 
-    ctx.property(st.tuples(moderate_categoricals(3), st.sampled_from(kinds)), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(st.tuples(draws.moderate_categoricals(count=3), st.sampled_from(kinds)), verify, label="drawn",
+                 tier="grouped")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -983,11 +913,4 @@ def penalty_extreme(ctx):
     verify(np.full((2, n // 2), -1000.0), (-1000.0 + EXTREME_LOG_RATIOS).reshape(2, n // 2))
     verify((-1000.0 - EXTREME_LOG_RATIOS)[:, None], np.full((n, 1), -1000.0))
 
-    @st.composite
-    def extremes(draw):
-        size = draw(st.integers(1, 6), label="L")
-        a = np.array(draw(st.lists(_floats32(-1000.0, 0.0), min_size=size, max_size=size), label="logp"))
-        x = np.array(draw(st.lists(_floats32(-30.0, 30.0), min_size=size, max_size=size), label="log ratio"))
-        return a[None, :], (a + x)[None, :], (draw(st.sampled_from(kinds), label="kind"),)
-
-    ctx.property(extremes(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.extreme_tokens(kinds=kinds), lambda d: verify(*d), label="drawn", tier="grouped")

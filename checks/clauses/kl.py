@@ -12,100 +12,26 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 from hypothesis import strategies as st
 
 from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
-from ..protocol import CandidateError, NotProvided
+from ..kl_estimators import exact, expectation_tolerance, kl_divergence, per_sample_tolerance
 from ..registry import check
+from ..strategies import kl as draws
+from ..strategies import rounded
+from ..tolerances import U64
 from ...spec import contract
-from ..tolerances import smallest_normal
 
-TINY = 1e-300
-U64 = 2.0**-53
 KINDS = contract.convention("kl_estimate_kinds").allowed
 
-# The KL known answer: the sampler p and the other distribution q, with the published exact values.
-KL_KNOWN_P = np.array([0.2, 0.3, 0.5])
-KL_KNOWN_Q = np.array([0.4, 0.4, 0.2])
-KL_KNOWN_KL_PQ = 0.23321131  # KL(p || q) = E_p[k1] = E_p[k3]
-KL_KNOWN_KL_QP = 0.20907355  # KL(q || p): the arguments swapped
-KL_KNOWN_K2 = 0.27035662  # E_p[k2]: biased (exact 0.2703566239...; OpenRLHF's float32 estimate is 0.27035664)
-KL_KNOWN_PER_SAMPLE = {  # k1, k2, k3 per sample at the KL known answer
-    "k1": [-0.693147, -0.287682, 0.916291],
-    "k2": [0.240227, 0.04138, 0.419794],
-    "k3": [0.306853, 0.045651, 0.316291],
-}
-# The published numbers are rounded: half a unit in their last place is the most they can be off.
-PUBLISHED_6 = 5e-7  # per-sample values, 6 decimals (0.04138 is 0.041380)
-PUBLISHED_8 = 5e-9  # the expectations, 8 decimals
-
-# ---------------------------------------------------------------------------------------------
-# tolerances
-#
-# u: the candidate's unit roundoff (Call.unit_roundoff); a, b: logp_sampler and logp_other as the
-# candidate received them; x = b - a. A correct candidate may round a and b to its own precision
-# and then subtract, so its log ratio is off by at most
-#     dx = 2 u (|a| + |b|).
-# ELEMENTARY bounds the relative error of exp, expm1 and log in units of u: 8 u (4 ulp) covers
-# glibc and Sleef (<= 1 ulp) and NumPy's float32 SIMD exp/log (documented <= 2.52 and 3.83 ulp).
-#     k1 = -x:            dx
-#     k2 = x^2 / 2:       |x| dx + u x^2                              (the square rounds; / 2 is exact)
-#     k3 = e^x - 1 - x:   |e^x - 1| dx + (2 ELEMENTARY + 4) u (e^x + 1 + |x|)
-# the k3 constant covers exp then two subtractions, expm1 then one, and a ratio formed as
-# exp(log q) / exp(log p) (two exps and a division). The oracle evaluates the same formulas in
-# float64 from the same a and b, so its error is at most the same bound with u = 2^-53: every
-# per-sample tolerance is twice the bound. Below the smallest normal number eta (1.2e-38 in float32)
-# rounding is absolute: each of the at most 4 roundings may lose eta (flush to zero included).
-#
-# Expectations: E = sum_i p_i e_i with p_i = exp(a_i) in float64. Each term carries its per-sample
-# tolerance; the float64 sums add n u64 sum_i p_i (|e_i| + |x_i|). k3 is unbiased only because
-# sum_i q_i = sum_i p_i = 1; the inputs are rounded log-probabilities, whose exponentials sum to 1
-# only up to |sum_i exp(b_i) - sum_i exp(a_i)|, which enters E[k3] - KL exactly once.
-
-ELEMENTARY = 8
-
-
-def per_sample_tolerance(kind: str, a, b, u) -> np.ndarray:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    x = b - a
-    dx = 2 * u * (np.abs(a) + np.abs(b))
-    if kind == "k1":
-        bound = dx
-    elif kind == "k2":
-        bound = np.abs(x) * dx + u * x**2
-    else:
-        ex = np.exp(x)
-        bound = np.abs(np.expm1(x)) * dx + (2 * ELEMENTARY + 4) * u * (ex + 1 + np.abs(x))
-    return 2 * bound + 4 * smallest_normal(u) + TINY
-
-
-def exact(kind: str, a, b) -> np.ndarray:
-    """The estimator evaluated in float64 on the inputs the candidate received."""
-    x = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if kind == "k1":
-        return -x
-    if kind == "k2":
-        return 0.5 * x**2
-    return np.expm1(x) - x
-
-
-def expectation_tolerance(kind: str, a, b, estimates, u) -> float:
-    p = np.exp(a)
-    x = b - a
-    tol = float(np.sum(p * per_sample_tolerance(kind, a, b, u)))
-    tol += len(a) * U64 * float(np.sum(p * (np.abs(estimates) + np.abs(x))))
-    if kind == "k3":
-        tol += abs(math.fsum(np.exp(b)) - math.fsum(np.exp(a))) + 4 * len(a) * U64
-    return tol + TINY
-
-
-def kl_divergence(a, b) -> float:
-    """``KL(p || q) = sum p (log p - log q)`` for log-probabilities a (of p) and b (of q)."""
-    return math.fsum(np.exp(a) * (a - b))
+# The KL known answer (spec/contract/40_kl.toml): the sampler p and the other distribution q, with the
+# estimates per sample published to 6 decimals and their expectations to 8.
+KNOWN = {kind: contract.known_answer(f"kl.known-{kind}") for kind in ("k1", "k2", "k3")}
+REVERSED = {kind: contract.known_answer(f"kl.known-reversed-{kind}") for kind in ("k1", "k3")}
+EXPECTATION = "sum exp(logp_sampler) estimates"  # the derived number: E_sampler[k]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,10 +40,6 @@ def kl_divergence(a, b) -> float:
 def argument_order(ctx) -> str:
     """kl_estimate_arguments: which argument receives the sampler's log-probabilities."""
     return ctx.convention("kl_estimate_arguments")
-
-
-def rounded(x, dtype) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
 
 
 def run_kl(ctx, logp_sampler, logp_other, kind: str, *, allow_nonfinite: bool = False):
@@ -168,28 +90,10 @@ def _diagnose_direction(value: float, tol: float, a, b) -> str:
     return ""
 
 
-# ---------------------------------------------------------------------------------------------
-# strategies
-
-@lru_cache(maxsize=None)
-def _logits(n: int):
-    return st.lists(st.floats(-8.0, 8.0, width=32), min_size=n, max_size=n)
-
-
-@st.composite
-def categorical_pairs(draw):
-    """Log-probabilities of two distributions over the same n outcomes (log-softmax of drawn logits)."""
-    n = draw(st.integers(2, 8), label="n")
-
-    def log_softmax(z):
-        z = np.asarray(z, dtype=np.float64)
-        return z - (z.max() + np.log(np.sum(np.exp(z - z.max()))))
-
-    return log_softmax(draw(_logits(n), label="sampler logits")), log_softmax(draw(_logits(n), label="other logits"))
-
-
-def p7_logs():
-    return np.log(KL_KNOWN_P), np.log(KL_KNOWN_Q)
+def known_logs():
+    """The KL known answer's (log p, log q)."""
+    x = KNOWN["k1"].arrays()
+    return x["logp_sampler"], x["logp_other"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,11 +101,14 @@ def p7_logs():
 
 
 def unbiased_check(ctx, kind: str):
-    log_p, log_q = p7_logs()
+    log_p, log_q = known_logs()
+    known = KNOWN[kind]
     mean, tol = check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] at the KL known answer vs KL(p || q)")
-    assert_close(mean, KL_KNOWN_KL_PQ, tol + PUBLISHED_8, what=f"E_p[{kind}] at the KL known answer vs the published 0.23321131")
+    published = known.value(EXPECTATION)
+    assert_close(mean, published, tol + known.published_error(EXPECTATION),
+                 what=f"E_p[{kind}] at the KL known answer vs the published {published}")
     estimates, call, a, b = check_per_sample(ctx, kind, log_p, log_q, what=" at the KL known answer")
-    assert_close(estimates, KL_KNOWN_PER_SAMPLE[kind], PUBLISHED_6 + per_sample_tolerance(kind, a, b, call.unit_roundoff),
+    assert_close(estimates, known.value("estimates"), known.published_error("estimates") + per_sample_tolerance(kind, a, b, call.unit_roundoff),
                  what=f"{kind} per sample at the KL known answer vs the published values", call=call.code)
 
     def verify(pair):
@@ -210,7 +117,7 @@ def unbiased_check(ctx, kind: str):
         assert_close(mean, kl_divergence(a, b), tol, what=f"E_p[{kind}] over every outcome vs KL(p || q)" + order_note(ctx),
                      call=call.code, diagnose=lambda v: _diagnose_direction(float(v), tol, a, b))
 
-    ctx.property(categorical_pairs(), verify, label="drawn")
+    ctx.property(draws.categorical_pairs(), verify, label="drawn")
 
 
 def estimate_kinds(ctx, *needed: str) -> tuple[str, ...]:
@@ -237,17 +144,18 @@ def k3_unbiased(ctx):
 def k2_second_order(ctx):
     """k2 = (log r)^2 / 2 per sample; E_p[k2] = 0.2703566 at the KL known answer (biased), = sum p x^2 / 2 on drawn pairs."""
     estimate_kinds(ctx, "k2")
-    log_p, log_q = p7_logs()
+    log_p, log_q = known_logs()
     estimates, call, a, b = check_per_sample(ctx, "k2", log_p, log_q, what=" at the KL known answer",
                                              cause="k2 is not (log r)^2 / 2 (the factor 1/2 missing, or another estimator returned)")
-    assert_close(estimates, KL_KNOWN_PER_SAMPLE["k2"], PUBLISHED_6 + per_sample_tolerance("k2", a, b, call.unit_roundoff),
+    known, unbiased = KNOWN["k2"], KNOWN["k1"].value(EXPECTATION)
+    assert_close(estimates, known.value("estimates"), known.published_error("estimates") + per_sample_tolerance("k2", a, b, call.unit_roundoff),
                  what="k2 per sample at the KL known answer vs the published values", call=call.code)
     mean = math.fsum(np.exp(a) * estimates)
-    tol = expectation_tolerance("k2", a, b, estimates, call.unit_roundoff) + PUBLISHED_8
-    assert_close(mean, KL_KNOWN_K2, tol, what="E_p[k2] at the KL known answer vs 0.27035664 (biased: KL(p || q) = 0.23321131)",
-                 call=call.code,
+    tol = expectation_tolerance("k2", a, b, estimates, call.unit_roundoff) + known.published_error(EXPECTATION)
+    assert_close(mean, known.value(EXPECTATION), tol,
+                 what=f"E_p[k2] at the KL known answer vs {known.value(EXPECTATION)} (biased: KL(p || q) = {unbiased})", call=call.code,
                  diagnose=lambda v: "E[k2] equals KL(p || q): another (unbiased) estimator is returned for kind 'k2'"
-                 if matches(v, KL_KNOWN_KL_PQ, tol) else "")
+                 if matches(v, unbiased, tol) else "")
     # Near r = 1, where k2 agrees with KL to second order: log ratios of 1e-3 and below.
     check_per_sample(ctx, "k2", np.full(4, -1.5), -1.5 + np.array([1e-3, -1e-3, 2.0**-20, 0.0]), what=" near r = 1")
 
@@ -257,7 +165,7 @@ def k2_second_order(ctx):
                      expectation_tolerance("k2", a, b, estimates, call.unit_roundoff),
                      what="E_p[k2] over every outcome vs sum p (log r)^2 / 2" + order_note(ctx), call=call.code)
 
-    ctx.property(categorical_pairs(), verify, label="drawn")
+    ctx.property(draws.categorical_pairs(), verify, label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,29 +196,34 @@ def k3_nonnegative(ctx):
     base = np.full(len(NONNEGATIVE_LOG_RATIOS), -2.0)
     verify(base, base + NONNEGATIVE_LOG_RATIOS)
     verify(base - 0.5, base + NONNEGATIVE_LOG_RATIOS)  # the same ratios shifted by 0.5: none is 1
-    verify(*p7_logs())
-    ctx.property(categorical_pairs(), lambda pair: verify(*pair), label="drawn")
+    verify(*known_logs())
+    ctx.property(draws.categorical_pairs(), lambda pair: verify(*pair), label="drawn")
 
 
 @check("KL-DIRECTION")
 def direction(ctx):
     """E_p[k(p, q)] = KL(p || q) and, arguments swapped, E_q[k(q, p)] = KL(q || p) (0.2332 vs 0.2091 at the KL known answer)."""
     kinds = estimate_kinds(ctx, "k1", "k3")
-    log_p, log_q = p7_logs()
     for kind in kinds:
+        there, back = KNOWN[kind], REVERSED[kind]
+        log_p, log_q = there.arrays()["logp_sampler"], there.arrays()["logp_other"]
         forward, tol_f = check_expectation(ctx, kind, log_p, log_q, kl_divergence,
-                                           what=f"E_p[{kind}(sampler p, other q)] at the KL known answer vs KL(p || q) = 0.2332113")
-        backward, tol_b = check_expectation(ctx, kind, log_q, log_p, kl_divergence,
-                                            what=f"E_q[{kind}(sampler q, other p)] at the KL known answer vs KL(q || p) = 0.2090736")
-        assert_close([forward, backward], [KL_KNOWN_KL_PQ, KL_KNOWN_KL_QP], [tol_f + PUBLISHED_8, tol_b + PUBLISHED_8],
-                     what=f"E[{kind}] both ways at the KL known answer vs the published 0.23321131 and 0.20907355")
+                                           what=f"E_p[{kind}(sampler p, other q)] at the KL known answer vs KL(p || q) = "
+                                                f"{kl_divergence(log_p, log_q):.7f}")
+        backward, tol_b = check_expectation(ctx, kind, back.arrays()["logp_sampler"], back.arrays()["logp_other"], kl_divergence,
+                                            what=f"E_q[{kind}(sampler q, other p)] at the KL known answer vs KL(q || p) = "
+                                                 f"{kl_divergence(log_q, log_p):.7f}")
+        published = [there.value(EXPECTATION), back.value(EXPECTATION)]
+        assert_close([forward, backward], published,
+                     [tol_f + there.published_error(EXPECTATION), tol_b + back.published_error(EXPECTATION)],
+                     what=f"E[{kind}] both ways at the KL known answer vs the published {published[0]} and {published[1]}")
 
     def verify(drawn):
         (log_p, log_q), kind = drawn
         check_expectation(ctx, kind, log_p, log_q, kl_divergence, what=f"E_p[{kind}] vs KL(p || q)")
         check_expectation(ctx, kind, log_q, log_p, kl_divergence, what=f"E_q[{kind}], arguments swapped, vs KL(q || p)")
 
-    ctx.property(st.tuples(categorical_pairs(), st.sampled_from(kinds)), verify, label="drawn")
+    ctx.property(st.tuples(draws.categorical_pairs(), st.sampled_from(kinds)), verify, label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,16 +259,7 @@ def extreme_log_ratio(ctx):
     verify(np.full(n, -0.25), -0.25 + EXTREME_LOG_RATIOS)
     verify(np.full(n, -1000.0), -1000.0 + EXTREME_LOG_RATIOS)
     verify(-1000.0 - EXTREME_LOG_RATIOS, np.full(n, -1000.0))
-
-    @st.composite
-    def extremes(draw):
-        size = draw(st.integers(1, 6), label="B")
-        base = draw(st.lists(st.floats(-1000.0, 0.0, width=32), min_size=size, max_size=size), label="logp_sampler")
-        log_r = draw(st.lists(st.floats(-30.0, 30.0, width=32), min_size=size, max_size=size), label="log r")
-        a = np.array(base)
-        return a, a + np.array(log_r), (draw(st.sampled_from(kinds), label="kind"),)
-
-    ctx.property(extremes(), lambda drawn: verify(*drawn), label="drawn")
+    ctx.property(draws.extreme_cases(kinds=kinds), lambda drawn: verify(*drawn), label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,13 +346,6 @@ def adaptive_penalty(ctx):
         verify(0.5, threshold * target, target, note=" (exactly at threshold x target: strict, unchanged)")
         verify(0.5, target / threshold, target, note=" (exactly at target / threshold: strict, unchanged)")
 
-    @st.composite
-    def updates(draw):
-        target = draw(st.floats(1e-4, 1.0), label="target")
-        kl = draw(st.floats(0.0, 5.0) | st.floats(0.0, 10 * target), label="kl")
-        beta = draw(st.floats(1e-6, 1e6), label="beta")
-        return beta, kl, target
-
     def drawn(update):
         beta, kl, target = update
         # Near a threshold the forms kl > c t and kl / t > c (in float64, or in float32 if the candidate
@@ -458,4 +355,4 @@ def adaptive_penalty(ctx):
                 return
         verify(beta, kl, target)
 
-    ctx.property(updates(), drawn, label="drawn")
+    ctx.property(draws.coefficient_updates(), drawn, label="drawn")

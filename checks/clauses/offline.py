@@ -59,10 +59,10 @@ from ..assertions import ClauseFailure, assert_close, matches
 from ..protocol import CandidateError
 from ..registry import check
 from ...spec import contract
-from ..tolerances import TINY, smallest_normal
+from ..kl_estimators import ELEMENTARY  # exp and log, in units of u
+from ..strategies import rounded
+from ..tolerances import TINY, U64, smallest_normal
 
-U64 = 2.0**-53
-ELEMENTARY = 8  # exp and log, in units of u (as in the KL chapter)
 QUADRATURE_NODES = 8  # Gauss-Legendre nodes per sample position (the target uses the same nodes: exact)
 
 
@@ -72,15 +72,6 @@ def _floats32(low, high):
     lo = lo if lo >= low else np.nextafter(lo, np.float32(np.inf))
     hi = hi if hi <= high else np.nextafter(hi, np.float32(-np.inf))
     return st.floats(float(lo), float(hi), width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-
-
-def rounded(x, dtype) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
-
-
-def drawn_examples(ctx) -> int:
-    """Examples per property: a third of the profile's count, at least 4 (the fixed cases come first)."""
-    return max(4, ctx.profile.max_examples // 3)
 
 
 def dyadic_distribution(draw, K, label="probabilities", denominator=16):
@@ -211,7 +202,7 @@ def cql_values(ctx):
     check_cql_values(ctx, [[0.0, 0.0]], [1], 1.0, what="two equal actions (log 2)")
     check_cql_values(ctx, [[2.0, -1.0, 0.5, 3.0]], [3], 2.0, what="the data's action greedy (alpha (logsumexp - max) > 0)")
     check_cql_values(ctx, [[1.5]], [0], 1.0, what="one action (penalty 0)")
-    ctx.property(cql_problems(), lambda d: check_cql_values(ctx, *d, what="drawn Q"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(cql_problems(), lambda d: check_cql_values(ctx, *d, what="drawn Q"), label="drawn", tier="autograd")
 
 
 @check("CQL-PENALTY-LARGE-Q")
@@ -222,7 +213,7 @@ def cql_large_q(ctx):
     for q, actions, alpha in cases:
         check_cql_values(ctx, q, actions, alpha, what=f"Q = {q}")
     ctx.property(cql_problems(magnitude=1e4).filter(lambda d: np.max(np.abs(d[0])) > 100), lambda d: check_cql_values(ctx, *d, what="drawn large Q"),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 def check_cql_expected_gradient(ctx, q_row, nu, alpha, *, what):
@@ -274,7 +265,7 @@ def cql_expected_gradient(ctx):
         return q, dyadic_distribution(draw, A), draw(st.sampled_from([1.0, 0.3, 4.0]), label="alpha")
 
     ctx.property(problems(), lambda d: check_cql_expected_gradient(ctx, *d, what="drawn"), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +466,7 @@ def sampled_values(ctx):
                   np.array([-1.0]), np.array([1.0]), 1.0, 1.0)
     check_sampled_values(ctx, big, est, what="Q near 300 (exp overflows in float32)")
     ctx.property(sampled_problems(), lambda s: check_sampled_values(ctx, s, est, what="drawn"), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("CQL-SAMPLED-UNIFORM-DENSITY")
@@ -490,7 +481,7 @@ def sampled_uniform_density(ctx):
         box = " x ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(low, high))
         check_sampled_values(ctx, s, est, what=f"Q = 1.5 on the box {box} (D = {D}, log-volume {log_volume:.6g})")
     ctx.property(sampled_problems(temperature=1.0), lambda s: check_sampled_values(ctx, s, est, what="drawn box"), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,7 +562,7 @@ def sampled_importance_weights(ctx):
     for low, high, c, b, N, M in QUADRATURE_CASES:
         check_partition_expectation(ctx, low, high, c, b, N, M, 1.0, est, what=f"box [{low:g}, {high:g}], Q coefficients {c}", cause=cause)
     ctx.property(quadrature_draws(), lambda d: check_partition_expectation(ctx, *d, 1.0, est, what="drawn", cause=cause),
-                 label="drawn", max_examples=max(3, ctx.profile.max_examples // 4))
+                 label="drawn", tier="quadrature")
 
 
 @check("CQL-SAMPLED-TEMPERATURE")
@@ -594,7 +585,7 @@ def sampled_temperature(ctx):
 
     temperatures = st.sampled_from([0.25, 0.5, 3.0]) | _floats32(0.3, 4.0).filter(lambda t: abs(t - 1) > 0.05)
     ctx.property(st.tuples(quadrature_draws(), temperatures).map(lambda d: (*d[0], d[1])), verify, label="drawn",
-                 max_examples=max(3, ctx.profile.max_examples // 4))
+                 tier="quadrature")
 
 
 def check_sampled_gradient(ctx, s: Sampled, est: Estimator, *, what):
@@ -634,7 +625,7 @@ def sampled_gradient(ctx):
     for i, s in enumerate(SAMPLED_KNOWN):
         check_sampled_gradient(ctx, s, est, what=f"known answer {i}")
     ctx.property(sampled_problems(), lambda s: check_sampled_gradient(ctx, s, est, what="drawn"), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,7 +696,7 @@ def expectile_values(ctx):
         prediction = draw(st.lists(_floats32(-10.0, 10.0), min_size=n, max_size=n), label="prediction")
         return target, prediction, draw(TAUS, label="tau")
 
-    ctx.property(problems(), lambda d: check_expectile(ctx, *d, what="drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(problems(), lambda d: check_expectile(ctx, *d, what="drawn"), label="drawn", tier="autograd")
 
 
 def expectile_of(x, p, tau) -> float:
@@ -778,7 +769,7 @@ def expectile_minimiser(ctx):
                  label="x")
         return x, dyadic_distribution(draw, K), draw(st.sampled_from([0.5, 0.7, 0.9, 0.2]) | _floats32(0.05, 0.95), label="tau")
 
-    ctx.property(distributions(), lambda d: check_minimiser(ctx, *d, what="drawn"), label="drawn", max_examples=max(4, ctx.profile.max_examples // 3))
+    ctx.property(distributions(), lambda d: check_minimiser(ctx, *d, what="drawn"), label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -851,7 +842,7 @@ def _targets_clause(ctx, which):
     check_targets(ctx, [[2.0, -1.0], [2.0, -3.0], [0.5, 4.0]], [0.0, 1.0], [3.0, -1.0], [True, False], [True, True], 0.9,
                   which=which, what="three critics, both flags set on step 0 (terminated wins)")
     ctx.property(target_problems(), lambda d: check_targets(ctx, *d, which=which, what="drawn"), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 @check("IQL-VALUE-TARGET")
@@ -988,7 +979,7 @@ def awr_values(ctx):
         log_prob = draw(st.lists(_floats32(-20.0, 0.0), min_size=n, max_size=n), label="log_prob")
         return log_prob, adv, beta
 
-    ctx.property(problems(), lambda d: check_awr(ctx, *d, what="drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(problems(), lambda d: check_awr(ctx, *d, what="drawn"), label="drawn", tier="autograd")
 
 
 @check("AWR-WEIGHT-CLIP")
@@ -1016,7 +1007,7 @@ def awr_clip(ctx):
         adv = [xi / beta if rule.beta == "inverse-temperature" else xi * beta for xi in x]
         return draw(st.lists(_floats32(-10.0, -0.01), min_size=n, max_size=n), label="log_prob"), adv, beta
 
-    ctx.property(problems(), lambda d: check_awr(ctx, *d, what="drawn", cause=cause), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(problems(), lambda d: check_awr(ctx, *d, what="drawn", cause=cause), label="drawn", tier="autograd")
 
 
 def check_detached(ctx, log_prob, advantages, beta, *, what):
@@ -1043,7 +1034,7 @@ def awr_detached(ctx):
                 draw(st.lists(_floats32(-2.0, 2.0), min_size=n, max_size=n), label="advantages"),
                 draw(st.sampled_from([1.0, 3.0, 0.5]), label="beta"))
 
-    ctx.property(problems(), lambda d: check_detached(ctx, *d, what="drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(problems(), lambda d: check_detached(ctx, *d, what="drawn"), label="drawn", tier="autograd")
 
 
 def check_target_policy(ctx, mu, advantages, beta, *, what):
@@ -1089,4 +1080,4 @@ def awr_target_policy(ctx):
         return dyadic_distribution(draw, K), draw(st.lists(_floats32(-2.0, 2.0), min_size=K, max_size=K), label="advantages"), \
             draw(st.sampled_from([1.0, 3.0, 0.5]), label="beta")
 
-    ctx.property(problems(), lambda d: check_target_policy(ctx, *d, what="drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(problems(), lambda d: check_target_policy(ctx, *d, what="drawn"), label="drawn", tier="autograd")

@@ -32,26 +32,15 @@ from torch import nn
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
-from ..tolerances import smallest_normal
+from ..strategies import rounded
+from ..tolerances import TINY, smallest_normal
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
-TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a relative bound of 0
-
-
-def examples(ctx) -> int:
-    """Drawn examples per property: 3 at ``quick`` (the known answers, the same on every seed, catch the
-    mutants), else the profile's."""
-    return 3 if ctx.profile.name == "quick" else ctx.profile.max_examples
 
 
 def torch_dtype(dtype):
     return torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
-
-
-def rounded(dtype, value):
-    """float64 holding ``value`` exactly as the candidate receives it in ``dtype``."""
-    return np.asarray(value, dtype=np.float64).astype(dtype).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,7 +256,7 @@ class Case:
 
     def in_dtype(self, dtype) -> "Case":
         """The case with every array rounded to ``dtype`` (what the candidate receives, as float64)."""
-        r = lambda x: None if x is None else rounded(dtype, x)
+        r = lambda x: None if x is None else rounded(x, dtype)
         nets = {role: {k: r(v) for k, v in spec.items()} for role, spec in self.nets.items()}
         return replace(self, obs=r(self.obs), actions=r(self.actions), rewards=r(self.rewards), next_obs=r(self.next_obs),
                        nets=nets, noise=r(self.noise), low=r(self.low), high=r(self.high))
@@ -405,7 +394,7 @@ def call_network_op(ctx, op: str, case: Case, extra: dict, *, shape) -> NetCall:
     else:
         args["obs"] = case.obs
     for key, value in extra.items():
-        args[key] = rounded(ctx.dtype, value) if isinstance(value, np.ndarray) else value
+        args[key] = rounded(value, ctx.dtype) if isinstance(value, np.ndarray) else value
     call = ctx.call(op, args, array="torch", shape=shape)
     return NetCall(call, modules, case)
 
@@ -455,7 +444,7 @@ TD_KNOWN = dict(rewards=np.array([1.0, 1.0, 0.5, -2.0]), next_q=np.array([10.0, 
 
 
 def verify_td_target(ctx, rewards, next_q, terminated, truncated, gamma, what):
-    rewards, next_q = rounded(ctx.dtype, rewards), rounded(ctx.dtype, next_q)
+    rewards, next_q = rounded(rewards, ctx.dtype), rounded(next_q, ctx.dtype)
     call = ctx.call("td_target", {"rewards": rewards, "next_q": next_q, "terminated": np.asarray(terminated, bool),
                                   "truncated": np.asarray(truncated, bool), "gamma": float(gamma)}, shape=(len(rewards),))
     case = Case(obs=np.zeros((len(rewards), 1)), actions=np.zeros((len(rewards), 1)), rewards=rewards, next_obs=None,
@@ -491,7 +480,7 @@ def td_target_terminal_mask(ctx):
     no = np.zeros(4, bool)
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([True, False, False, True]), truncated=no, what="(terminated rows)")
     verify_td_target(ctx, **TD_KNOWN, terminated=no, truncated=no, what="(no episode end)")
-    ctx.property(td_flags(False), lambda b: verify_td_target(ctx, *b, what="(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(td_flags(False), lambda b: verify_td_target(ctx, *b, what="(drawn)"), label="drawn", tier="known-answers-first")
 
 
 @check("TD-TARGET-TRUNCATION-BOOTSTRAP")
@@ -500,7 +489,7 @@ def td_target_truncation(ctx):
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([False, False, False, True]), truncated=np.array([True, False, True, True]),
                      what="(truncated rows)")
     ctx.property(td_flags(True), lambda b: verify_td_target(ctx, *b, what="(drawn, truncated rows)"), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +528,7 @@ def verify_ddpg(ctx, case: Case, what: str):
 def ddpg_target(ctx):
     """y = r + gamma (1 - terminated) Q'(s', mu'(s')) with the target networks."""
     verify_ddpg(ctx, KNOWN, "(known batch)")
-    ctx.property(cases("ddpg"), lambda c: verify_ddpg(ctx, c, "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("ddpg"), lambda c: verify_ddpg(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,7 +587,7 @@ def td3_expected(case: Case, u, focus: str):
 def verify_td3(ctx, case: Case, what: str, focus: str, cause: str = ""):
     extra = {"noise": case.noise, "noise_clip": case.noise_clip, "low": case.low, "high": case.high}
     net = call_network_op(ctx, "td3_critic_target", case, extra, shape=(case.B,))
-    case = replace(net.case, noise_clip=float(rounded(ctx.dtype, case.noise_clip)))
+    case = replace(net.case, noise_clip=float(rounded(case.noise_clip, ctx.dtype)))
     expected, tol, alternatives = td3_expected(case, net.call.unit_roundoff, focus)
     check_unchanged(net)
     assert_close(net.call.outputs[0], expected, tol, what=f"td3_critic_target {what} vs r + gamma (1 - terminated) min_i Q_i'(s', a~)",
@@ -614,7 +603,7 @@ def td3_clipped_double_q(ctx):
     """The target bootstraps from min(Q1', Q2') at the smoothed target action, with the terminal mask."""
     verify_td3(ctx, td3_case(), "(known batch)", "double-q")
     verify_td3(ctx, td3_case(noise_clip=0.0), "(known batch, no smoothing noise)", "double-q")
-    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "double-q"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "double-q"), label="drawn", tier="known-answers-first")
 
 
 @check("TD3-TARGET-SMOOTHING-NOISE-CLIPPED")
@@ -624,7 +613,7 @@ def td3_noise_clipped(ctx):
     verify_td3(ctx, td3_case(**wide), "(known batch, wide bounds)", "noise")
     verify_td3(ctx, td3_case(**wide, noise_clip=0.0), "(known batch, noise_clip = 0)", "noise",
                cause="noise_clip = 0 must remove the smoothing noise entirely (clip(noise, 0, 0) = 0)")
-    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "noise"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "noise"), label="drawn", tier="known-answers-first")
 
 
 @check("TD3-TARGET-ACTION-IN-BOUNDS")
@@ -633,7 +622,7 @@ def td3_action_bounds(ctx):
     verify_td3(ctx, td3_case(), "(known batch, bounds [-1, 1] x [-0.5, 0.5])", "bounds")
     verify_td3(ctx, td3_case(noise_clip=1.0, low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25])), "(known batch, narrow bounds)",
                "bounds")
-    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "bounds"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "bounds"), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -701,7 +690,7 @@ def sac_soft_target(ctx):
     """y = r + gamma (1 - terminated) (min Q' - alpha log pi) at a' ~ pi(.|s'); 2.05 on the hand-worked case."""
     verify_sac_target(ctx, HAND_SAC, "(worked by hand: 2.05)", "soft")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "soft")
-    ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "soft"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "soft"), label="drawn", tier="known-answers-first")
 
 
 @check("SAC-TARGET-NEXT-ACTION-FROM-POLICY")
@@ -709,7 +698,7 @@ def sac_target_next_action(ctx):
     """a' is a fresh sample of the current policy at s' (not the stored action, not at s, not the mean)."""
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=0.0), "(known batch, alpha = 0)", "action")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "action")
-    ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "action"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "action"), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -810,7 +799,7 @@ def verify_dpg(ctx, case: Case, what: str):
 def dpg_actor_gradient(ctx):
     """The actor's gradient is -mean_b grad_a Q(s_b, mu(s_b)) grad_theta mu(s_b); the loss is -mean Q(s, mu(s))."""
     verify_dpg(ctx, KNOWN, "(known batch)")
-    ctx.property(cases("ddpg"), lambda c: verify_dpg(ctx, c, "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("ddpg"), lambda c: verify_dpg(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 @check("DPG-ACTOR-CRITIC-HELD-FIXED")
@@ -945,7 +934,7 @@ def sac_actor_loss(ctx):
     """mean_b (alpha log pi(a~|s) - min Q(s, a~)) and its reparameterised gradient in the policy's parameters."""
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)")
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=1.0), "(known batch, alpha = 1)")
-    ctx.property(cases("sac"), lambda c: verify_sac_actor(ctx, c, "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(cases("sac"), lambda c: verify_sac_actor(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 @check("SAC-ACTOR-CRITIC-HELD-FIXED")
@@ -970,8 +959,8 @@ LOG_HALF = math.log(0.5)
 
 
 def verify_alpha_loss(ctx, log_alpha, log_prob, action_dim, target_entropy, what, *, cause=""):
-    log_prob = rounded(ctx.dtype, log_prob)
-    log_alpha = rounded(ctx.dtype, np.array(log_alpha))
+    log_prob = rounded(log_prob, ctx.dtype)
+    log_alpha = rounded(np.array(log_alpha), ctx.dtype)
     call = ctx.call("sac_alpha_loss", {"log_alpha": log_alpha, "log_prob": log_prob, "action_dim": int(action_dim),
                                        "target_entropy": target_entropy}, array="torch",
                     requires_grad=("log_alpha", "log_prob"), shape=())
@@ -988,7 +977,7 @@ def verify_alpha_loss(ctx, log_alpha, log_prob, action_dim, target_entropy, what
     g_logp = np.zeros(len(log_prob)) if g_logp is None else g_logp.detach().cpu().double().numpy()
     H = float(target_entropy) if target_entropy is not None else ctx.convention("default_target_entropy_per_dim") * action_dim
     if target_entropy is not None:
-        H = float(rounded(ctx.dtype, H))
+        H = float(rounded(H, ctx.dtype))
     la = float(log_alpha)
     form = ctx.convention("alpha_loss_parameter")
     weight = la if form == "log_alpha" else math.exp(la)
@@ -1032,7 +1021,7 @@ def temperature_loss(ctx):
     verify(0.0, [-0.3, -2.0, 0.7], 3, -3.0, "(alpha = 1)")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(1, 6),
                       st.floats(-10.0, 10.0))
-    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 @check("SAC-TEMPERATURE-NO-POLICY-GRADIENT")
@@ -1053,7 +1042,7 @@ def temperature_no_policy_gradient(ctx):
     verify(0.7, [-0.3, -2.0, 0.7], 3, None, "(default target entropy)")
     drawn = st.tuples(st.floats(-5.0, 2.0).filter(lambda x: abs(x) > 1e-3), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8),
                       st.integers(1, 6), st.floats(-10.0, 10.0))
-    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 @check("SAC-TARGET-ENTROPY-DEFAULT")
@@ -1081,7 +1070,7 @@ def target_entropy_default(ctx):
     verify(LOG_HALF, [-1.0, 0.5], 3, "(known, action_dim = 3)")
     verify(0.3, [-2.0, 1.0, 0.25], 6, "(action_dim = 6)")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(2, 8))
-    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1093,9 +1082,9 @@ def target_entropy_default(ctx):
 
 
 def verify_polyak(ctx, target, online, tau, what):
-    target, online = rounded(ctx.dtype, target), rounded(ctx.dtype, online)
+    target, online = rounded(target, ctx.dtype), rounded(online, ctx.dtype)
     call = ctx.call("polyak_update", {"target": target, "online": online, "tau": float(tau)}, shape=target.shape)
-    t = float(rounded(ctx.dtype, tau))
+    t = float(rounded(tau, ctx.dtype))
     expected = t * online + (1.0 - t) * target
     tol = 8 * call.unit_roundoff * (np.abs(target) + np.abs(online)) + floor(call.unit_roundoff)
     alternatives = [((1.0 - t) * online + t * target, "tau is on the wrong side: (1 - tau) online + tau target, so the target jumps "
@@ -1120,7 +1109,7 @@ def polyak_update(ctx):
         st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
         st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0)))
     ctx.property(pairs, lambda d: verify_polyak(ctx, np.array(d[0]), np.array(d[1]), d[2], "(drawn)"), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 def phase_due(ctx, n_steps: int, period: int) -> np.ndarray:
@@ -1154,17 +1143,17 @@ def per_call_count_due(gradient_steps, period):
 
 
 def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what, *, exact=False, cause=""):
-    target, online = rounded(ctx.dtype, target), rounded(ctx.dtype, online)
+    target, online = rounded(target, ctx.dtype), rounded(online, ctx.dtype)
     call = ctx.call("target_network_updates", {"target": target, "online": online, "tau": float(tau), "period": int(period),
                                                "gradient_steps": tuple(int(k) for k in gradient_steps)}, shape=online.shape)
-    t = float(rounded(ctx.dtype, tau))
+    t = float(rounded(tau, ctx.dtype))
     N = len(online)
     due = phase_due(ctx, N, period)
     expected = expected_targets(target, online, t, due)
     if exact:
         # A copy is exact in the candidate's own precision (a declared float32 candidate copies float64 input rounded once).
         precision = next(d for d in (np.float64, np.float32, np.float16) if call.unit_roundoff <= np.finfo(d).eps / 2 or d is np.float16)
-        expected = rounded(precision, expected)
+        expected = rounded(expected, precision)
         tol = np.zeros_like(expected)
     else:
         scale = np.maximum(np.max(np.abs(online), axis=0), np.abs(target))
@@ -1242,7 +1231,7 @@ def polyak_history(ctx):
         return rng.uniform(-10, 10, P), rng.uniform(-10, 10, (sum(calls), P)), tau, calls
 
     ctx.property(drawn(), lambda d: verify_target_updates(ctx, d[0], d[1], d[2], 1, d[3], "(drawn)"), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 @check("TARGET-UPDATE-PERIOD")
@@ -1262,7 +1251,7 @@ def target_update_period(ctx):
         return rng.uniform(-10, 10, 2), rng.uniform(-10, 10, (sum(calls), 2)), period, calls
 
     ctx.property(drawn(), lambda d: verify_target_updates(ctx, d[0], d[1], tau, d[2], d[3], "(drawn)"), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 @check("TARGET-HARD-UPDATE")
@@ -1283,7 +1272,7 @@ def target_hard_update(ctx):
         return rng.uniform(-10, 10, 2), rng.uniform(-10, 10, (sum(calls), 2)), period, calls
 
     ctx.property(drawn(), lambda d: verify_target_updates(ctx, d[0], d[1], 1.0, d[2], d[3], "(drawn)", exact=True), label="drawn",
-                 max_examples=examples(ctx))
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1321,4 +1310,4 @@ def td3_delayed_updates(ctx):
     verify_delays(ctx, (3, 1, 2), 2, "(calls of 3, 1, 2 steps, policy_delay 2)")
     verify_delays(ctx, (1,) * 7, 3, "(policy_delay 3)")
     drawn = st.tuples(st.lists(st.integers(1, 5), min_size=1, max_size=6), st.integers(1, 4))
-    ctx.property(drawn, lambda d: verify_delays(ctx, d[0], d[1], "(drawn)"), label="drawn", max_examples=examples(ctx))
+    ctx.property(drawn, lambda d: verify_delays(ctx, d[0], d[1], "(drawn)"), label="drawn", tier="known-answers-first")

@@ -22,28 +22,23 @@ ones. Expected numbers come from the formulas, from the exact expectation comput
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from ..assertions import ClauseFailure, assert_close, matches
-from ..protocol import CandidateError
+from ..assertions import assert_close, matches
+from ..gradients import gradients, reduction_scale
 from ..registry import check
-from ..tolerances import smallest_normal
+from ..strategies import policy_gradient as draws
+from ..strategies import rounded
+from ..strategies.policy_gradient import GaussianCase, LinearCritic, SoftmaxCase, Transitions, transitions
+from ..tolerances import TINY, U64, smallest_normal
 from ...reference import pg as ref
-
-TINY = 1e-300
-U64 = 2.0**-53
+from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # declared conventions
-
-
-def reduction_scale(ctx, T: int) -> float:
-    """``d loss / d (logp_t w_t)``: 1/T for the default mean reduction, 1 for a declared sum."""
-    return 1.0 / T if ctx.convention("pg_reduction") == "mean" else 1.0
 
 
 def critic_factor(ctx) -> float:
@@ -123,45 +118,8 @@ def expectation_tolerance(weights_abs, jacobian, s, u):
     return candidate + float64_side + TINY
 
 
-def td_terms(rewards, values, next_values, terminated, gamma):
-    """``m_t``: the magnitudes that make up delta_t (no bootstrap term on terminated steps)."""
-    return np.abs(rewards) + abs(gamma) * np.where(terminated, 0.0, np.abs(next_values)) + np.abs(values)
-
-
 # ---------------------------------------------------------------------------------------------
 # gradients of the candidate's outputs
-
-
-def gradients(output, leaves: dict) -> dict[str, np.ndarray]:
-    """``d output / d leaf`` for each named leaf as float64 arrays; zeros where no gradient flows."""
-    names = list(leaves)
-    if not (torch.is_tensor(output) and output.requires_grad):
-        return {n: np.zeros(tuple(leaves[n].shape)) for n in names}
-    grads = torch.autograd.grad(output, [leaves[n] for n in names], allow_unused=True, retain_graph=True)
-    return {
-        n: np.zeros(tuple(leaves[n].shape)) if g is None else g.detach().cpu().to(torch.float64).numpy()
-        for n, g in zip(names, grads)
-    }
-
-
-@lru_cache(maxsize=None)
-def float_arrays(shape, low: float, high: float):
-    """Arrays of float32-representable values in [low, high]. Built from fixed-size lists (about twice
-    as fast to draw as ``hypothesis.extra.numpy.arrays``) and cached, so each is validated once."""
-    size = int(np.prod(shape))
-    return st.lists(st.floats(low, high, width=32), min_size=size, max_size=size).map(
-        lambda values: np.array(values, dtype=np.float64).reshape(shape))
-
-
-@lru_cache(maxsize=None)
-def flag_arrays(shape):
-    size = int(np.prod(shape))
-    return st.lists(st.booleans(), min_size=size, max_size=size).map(lambda values: np.array(values, dtype=bool).reshape(shape))
-
-
-def rounded(x, dtype) -> np.ndarray:
-    """``x`` rounded to ``dtype`` and held as float64: what the candidate receives."""
-    return np.asarray(x, dtype=np.float64).astype(dtype).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +156,10 @@ def _diagnose_weights(actual, weights, s, tol):
     return ""
 
 
+REINFORCE_A1 = contract.known_answer("pg.reinforce-a1")  # spec/contract/20_pg.toml
+REINFORCE_BASELINE = contract.known_answer("pg.reinforce-baseline")
+
+
 @check("PG-REINFORCE-SURROGATE-GRADIENT")
 def reinforce_surrogate_gradient(ctx):
     """d L / d logp_t = -s (G_t - b_t), L = -s sum logp (G - b), and no gradient into returns or baseline."""
@@ -222,51 +184,16 @@ def reinforce_surrogate_gradient(ctx):
                                    f"through them (a learned baseline would be pushed by the policy loss)")
 
     # bug A1: two steps, r = [1, 0], gamma = 1 -> reward-to-go weights [1, 0]; mean form gives [0.5, 0.5].
-    verify([-0.5, -1.5], [1.0, 0.0], pass_baseline=False)
-    verify([-0.5, -1.5], [1.0, 0.0], None)
-    verify([-0.7, -0.2, -1.1, -2.0], [3.0, 1.0, -2.0, 0.5], [1.0, 2.0, -2.0, 0.25])
+    a1, with_baseline = REINFORCE_A1.inputs, REINFORCE_BASELINE.inputs
+    verify(a1["logp"], a1["returns"], pass_baseline=False)
+    verify(a1["logp"], a1["returns"], None)
+    verify(with_baseline["logp"], with_baseline["returns"], with_baseline["baseline"])
 
-    @st.composite
-    def batches(draw):
-        T = draw(st.integers(1, 12), label="T")
-        logp = draw(float_arrays((T,), -30.0, 0.0), label="logp")
-        returns = draw(float_arrays((T,), -100.0, 100.0), label="returns")
-        baseline = draw(st.booleans(), label="with a baseline") and draw(float_arrays((T,), -100.0, 100.0), label="baseline")
-        return logp, returns, baseline if baseline is not False else None
-
-    ctx.property(batches(), lambda b: verify(*b), label="drawn")
+    ctx.property(draws.reinforce_batches(), lambda b: verify(*b), label="drawn")
 
 
 # ---------------------------------------------------------------------------------------------
 # policies for the expectation clauses
-
-
-@dataclass(frozen=True)
-class SoftmaxCase:
-    """A linear softmax policy over ``A`` actions in ``S`` states, a baseline b(s) and action values Q(s, a)."""
-
-    obs: np.ndarray  # (S, K)
-    weight: np.ndarray  # (K, A)
-    bias: np.ndarray  # (A,)
-    baseline: np.ndarray  # (S,)
-    q: np.ndarray  # (S, A)
-
-
-@dataclass(frozen=True)
-class GaussianCase:
-    """A linear diagonal Gaussian policy over ``D`` action dimensions, a baseline b(s) and a cubic Q(s, a).
-
-    ``Q(s, a) = q0_s + sum_d (q1_sd a_d + q2_sd a_d^2 + q3_sd a_d^3)``: degree <= 3 in each dimension, so
-    score x Q has degree <= 5 and the three-node Gauss-Hermite product rule is exact
-    (pg.gauss_hermite_three_nodes).
-    """
-
-    obs: np.ndarray  # (S, K)
-    weight: np.ndarray  # (K, D)
-    bias: np.ndarray  # (D,)
-    log_std: np.ndarray  # (D,)
-    baseline: np.ndarray  # (S,)
-    q: np.ndarray  # (S, 1 + 3 D): q0, then (q1, q2, q3) for each dimension
 
 
 # Three-node Gauss-Hermite rule for N(0, 1): nodes 0, +-sqrt(3), weights 2/3, 1/6, 1/6.
@@ -403,30 +330,9 @@ GAUSSIAN_SEED_CASE = GaussianCase(  # two states, two action dimensions, nine no
 )
 
 
-def dyadic(rng, shape, low, high):
-    """Uniform values rounded to multiples of 1/64: exact in float32, so both precisions see the same case."""
-    return np.round(rng.uniform(low, high, shape) * 64) / 64
-
-
-@st.composite
-def softmax_cases(draw):
-    """Sizes are drawn (and shrunk); the values come from a drawn seed, to keep each example cheap."""
-    S, K, A = draw(st.integers(1, 3), label="S"), draw(st.integers(1, 3), label="K"), draw(st.integers(2, 5), label="A")
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
-    return SoftmaxCase(dyadic(rng, (S, K), -2, 2), dyadic(rng, (K, A), -2, 2), dyadic(rng, (A,), -2, 2),
-                       dyadic(rng, (S,), -10, 10), dyadic(rng, (S, A), -10, 10))
-
-
-@st.composite
-def gaussian_cases(draw):
-    S, K, D = draw(st.integers(1, 2), label="S"), draw(st.integers(1, 2), label="K"), draw(st.integers(1, 2), label="D")
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
-    return GaussianCase(dyadic(rng, (S, K), -1, 1), dyadic(rng, (K, D), -1, 1), dyadic(rng, (D,), -1, 1),
-                        dyadic(rng, (D,), -1, 0.5), dyadic(rng, (S,), -5, 5), dyadic(rng, (S, 1 + 3 * D), -1, 1))
-
-
 def policy_cases():
-    return st.one_of(softmax_cases().map(softmax_batch), gaussian_cases().map(gaussian_batch))
+    """Every action of a drawn softmax policy, or every Gauss-Hermite node of a drawn Gaussian one, as one batch."""
+    return st.one_of(draws.softmax_cases().map(softmax_batch), draws.gaussian_cases().map(gaussian_batch))
 
 
 def _describe(batch: Batch) -> str:
@@ -472,38 +378,10 @@ def baseline_no_bias(ctx):
 # actor-critic
 
 
-@dataclass(frozen=True)
-class Transitions:
-    logp: np.ndarray
-    values: np.ndarray
-    next_values: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    gamma: float
-
-    def rounded(self, dtype) -> "Transitions":
-        r = lambda a: rounded(a, dtype)
-        return Transitions(r(self.logp), r(self.values), r(self.next_values), r(self.rewards),
-                           np.asarray(self.terminated, dtype=bool), float(self.gamma))
-
-    @property
-    def delta(self) -> np.ndarray:
-        return self.rewards + self.gamma * np.where(self.terminated, 0.0, self.next_values) - self.values
-
-    @property
-    def m(self) -> np.ndarray:
-        return td_terms(self.rewards, self.values, self.next_values, self.terminated, self.gamma)
-
-
-def transitions(logp, values, next_values, rewards, terminated, gamma) -> Transitions:
-    f = lambda a: np.asarray(a, dtype=np.float64)
-    return Transitions(f(logp), f(values), f(next_values), f(rewards), np.asarray(terminated, dtype=bool), float(gamma))
-
-
-# bug A3: one transition, r = 1, V(s) = 0, V(s') = 0.5, gamma = 1, log pi = -0.7: delta = 1.5.
-A3_CASE = transitions([-0.7], [0.0], [0.5], [1.0], [False], 1.0)
-# two steps, the second terminal: delta = [1 + 0.5 * 2 - 0.5, -1 - 1] = [1.5, -2.0] (next_values[1] ignored)
-TERMINAL_CASE = transitions([-0.3, -1.0], [0.5, 1.0], [2.0, 4.0], [1.0, -1.0], [False, True], 0.5)
+# The known answers (spec/contract/20_pg.toml): bug A3, one transition, r = 1, V(s) = 0, V(s') = 0.5, gamma = 1,
+# log pi = -0.7: delta = 1.5; two steps, the second terminal: delta = [1.5, -2.0] (next_values[1] ignored).
+A3, TERMINAL = contract.known_answer("pg.actor-critic-a3"), contract.known_answer("pg.actor-critic-terminal")
+A3_CASE, TERMINAL_CASE = transitions(**A3.inputs), transitions(**TERMINAL.inputs)
 
 
 def run_actor_critic(ctx, case: Transitions, grads_of: str | None = None):
@@ -516,19 +394,6 @@ def run_actor_critic(ctx, case: Transitions, grads_of: str | None = None):
     leaves = {n: call.inputs[n] for n in ("logp", "values", "next_values")}
     outputs = dict(zip(("actor", "critic"), call.raw))
     return case, call, gradients(outputs[grads_of], leaves) if grads_of else None
-
-
-GAMMAS = st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]) | st.floats(0.0, 1.0)
-
-
-@st.composite
-def transition_batches(draw):
-    T = draw(st.integers(1, 10), label="T")
-    arr = lambda label: draw(float_arrays((T,), -50.0, 50.0), label=label)
-    logp = draw(float_arrays((T,), -20.0, 0.0), label="logp")
-    terminated = draw(flag_arrays((T,)), label="terminated")
-    gamma = draw(GAMMAS, label="gamma")
-    return transitions(logp, arr("values"), arr("next_values"), arr("rewards"), terminated, gamma)
 
 
 def _diagnose_td(actor, critic, case: Transitions, s, f, tol_a, tol_c):
@@ -562,42 +427,17 @@ def td_error(ctx):
 
     verify(A3_CASE)  # actor 1.05, critic 2.25
     verify(TERMINAL_CASE)  # actor -0.775, critic 3.125
-    ctx.property(transition_batches(), verify, label="drawn")
+    ctx.property(draws.transition_batches(), verify, label="drawn")
 
 
-@dataclass(frozen=True)
-class LinearCritic:
-    """``V(s) = phi(s) . w + c``, the same critic for s_t and s_{t+1}: the critic's bias-gradient check."""
-
-    phi: np.ndarray  # (T, K) features of s_t
-    phi_next: np.ndarray  # (T, K) features of s_{t+1}
-    w: np.ndarray  # (K,)
-    c: float
-
-    def transitions(self, logp, rewards, terminated, gamma) -> Transitions:
-        return transitions(logp, self.phi @ self.w + self.c, self.phi_next @ self.w + self.c, rewards, terminated, gamma)
-
-    def bias_gradient(self, g_values, g_next) -> float:
-        """Chain ``d loss / d values`` and ``d loss / d next_values`` through the critic to ``c`` by autograd."""
-        t = lambda x, grad=False: torch.tensor(x, dtype=torch.float64, requires_grad=grad)
-        w, c = t(self.w, True), t(self.c, True)
-        values, next_values = t(self.phi) @ w + c, t(self.phi_next) @ w + c
-        chained = (values * t(g_values)).sum() + (next_values * t(g_next)).sum()  # sum_i g_i V_i: its gradient chains g
-        return float(torch.autograd.grad(chained, [w, c])[1])
+def known_critic(answer):
+    """The known answer's transitions valued by V(s) = phi(s) w + c with phi the values themselves, w = 1, c = 0."""
+    x = answer.inputs
+    critic = LinearCritic(np.array(x["values"])[:, None], np.array(x["next_values"])[:, None], np.array([1.0]), 0.0)
+    return critic, x["logp"], x["rewards"], x["terminated"], x["gamma"]
 
 
-A3_CRITIC = (LinearCritic(np.array([[0.0]]), np.array([[0.5]]), np.array([1.0]), 0.0), [-0.7], [1.0], [False], 1.0)
-TERMINAL_CRITIC = (LinearCritic(np.array([[0.5], [1.0]]), np.array([[2.0], [4.0]]), np.array([1.0]), 0.0),
-                   [-0.3, -1.0], [1.0, -1.0], [False, True], 0.5)
-
-
-@st.composite
-def critic_batches(draw):
-    T, K = draw(st.integers(1, 8), label="T"), draw(st.integers(1, 3), label="K")
-    arr = lambda shape, label: draw(float_arrays(shape, -3.0, 3.0), label=label)
-    critic = LinearCritic(arr((T, K), "phi"), arr((T, K), "phi_next"), arr((K,), "w"), float(arr((), "c")))
-    return (critic, draw(float_arrays((T,), -20.0, 0.0), label="logp"), draw(float_arrays((T,), -50.0, 50.0), label="rewards"),
-            draw(flag_arrays((T,)), label="terminated"), draw(GAMMAS, label="gamma"))
+A3_CRITIC, TERMINAL_CRITIC = known_critic(A3), known_critic(TERMINAL)
 
 
 @check("AC-CRITIC-SEMI-GRADIENT")
@@ -624,7 +464,7 @@ def critic_semi_gradient(ctx):
 
     verify(*A3_CRITIC)  # d/dV' = 0 (a full gradient gives 2 delta = 3)
     verify(*TERMINAL_CRITIC)
-    ctx.property(critic_batches(), lambda c: verify(*c), label="drawn")
+    ctx.property(draws.critic_batches(), lambda c: verify(*c), label="drawn")
 
 
 @check("AC-ACTOR-WEIGHT-DETACHED")
@@ -644,4 +484,4 @@ def actor_weight_detached(ctx):
 
     verify(A3_CASE)  # d actor / d V(s) = 0 (not detached: log pi = -0.7)
     verify(TERMINAL_CASE)
-    ctx.property(transition_batches(), verify, label="drawn")
+    ctx.property(draws.transition_batches(), verify, label="drawn")

@@ -43,15 +43,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, assert_close
+from ..clipping import (
+    ClipRange, clip_gradient_tolerance, clip_loss_tolerance, clip_objective, log_derivative_bounds, ratio_relative_error,
+)
+from ..gradients import leaf_gradient
 from ..protocol import CandidateError, captured_output, describe
 from ..registry import check
-from ..tolerances import smallest_normal
+from ..strategies import ppo as draws
+from ..strategies import normal_floats, rounded
+from ..tolerances import TINY, smallest_normal
 from ...reference import ppo as ref
-
-TINY = 1e-300  # keeps an exact-zero case from demanding bit equality with a relative bound of 0
+from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # conventions
@@ -78,19 +82,6 @@ def conventions(ctx) -> Conventions:
     return Conventions(ctx)
 
 
-@dataclass(frozen=True)
-class ClipRange:
-    """The shape of the clipped objective: the range [1 - eps, 1 + eps_high] and the dual-clip floor c A."""
-
-    dual_clip: float | None = None
-    clip_eps_high: float | None = None
-
-    def bounds(self, clip_eps: float) -> tuple[float, float]:
-        """The clip range [1 - eps, 1 + eps_high]."""
-        high = self.clip_eps_high if self.clip_eps_high is not None else clip_eps
-        return 1.0 - clip_eps, 1.0 + high
-
-
 def clip_conventions(ctx) -> ClipRange:
     """The conventions of the clipped loss. A declared dual clip c <= 1 is a defect, not a choice:
     c A lies above the clipped objective for every A < 0, so every negative-advantage sample
@@ -106,81 +97,8 @@ def clip_conventions(ctx) -> ClipRange:
     return conv
 
 
-def _rounded(values, dtype) -> np.ndarray:
-    """float64 holding the values exactly as the candidate receives them in ``dtype``."""
-    return np.asarray(values, dtype=np.float64).astype(dtype).astype(np.float64)
-
-
 # ---------------------------------------------------------------------------------------------
-# the clipped surrogate: formulas (float64, on the candidate's exact inputs) and tolerances
-
-
-def clip_objective(r, A, clip_eps, conv: ClipRange):
-    """Per-sample objective min(r A, clip(r, lo, hi) A), floored at c A for A < 0 under a dual clip."""
-    lo, hi = conv.bounds(clip_eps)
-    objective = np.minimum(r * A, np.clip(r, lo, hi) * A)
-    if conv.dual_clip is not None:
-        objective = np.where(A < 0, np.maximum(objective, conv.dual_clip * A), objective)
-    return objective
-
-
-def _live(r, A, clip_eps, conv: ClipRange):
-    """Where d objective / d log r = r A (else 0), for ratios strictly away from every kink."""
-    lo, hi = conv.bounds(clip_eps)
-    negative_live = r > lo
-    if conv.dual_clip is not None:
-        negative_live &= r < conv.dual_clip
-    return np.where(A > 0, r < hi, np.where(A < 0, negative_live, False))
-
-
-def log_derivative_bounds(r, A, clip_eps, conv: ClipRange, rel):
-    """[lo, hi] for d objective / d log r at each sample.
-
-    Away from the kinks it is r A (live) or 0 (clipped). At a clip boundary or the dual-clip
-    constant (to within the candidate's relative ratio error ``rel``) the terms of the min/max tie,
-    and autograd may return any convex combination of their derivatives (torch splits a tie):
-    the bounds are then 0 and r A, even where the function itself is smooth (A > 0 at 1 - eps).
-    """
-    lo, hi = conv.bounds(clip_eps)
-    kinks = [lo, hi] + ([conv.dual_clip] if conv.dual_clip is not None else [])
-    at_kink = np.any([np.abs(r - k) <= rel * r for k in kinks], axis=0)
-    values = [np.where(_live(r * f, A, clip_eps, conv), r * A, 0.0) for f in (1.0 - rel, 1.0, 1.0 + rel)]
-    values += [np.where(at_kink, 0.0, values[1]), np.where(at_kink & (A != 0), r * A, values[1])]
-    return np.minimum.reduce(values), np.maximum.reduce(values)
-
-
-# tolerances
-#
-# Inputs are exact in the run's dtype. With u the unit roundoff of the precision judged:
-#   x = logp_new - logp_old: a candidate working in its own (declared) precision may round each
-#       input, |dx| <= u (|logp_new| + |logp_old|), and the subtraction adds u |x|;
-#   r = exp(x): relative error <= |dx| + 2u (exp within one ulp);
-#   clip bounds 1 -+ eps round once; the product with A and the min add one rounding each;
-#   mean over B: (B - 1) u sum |terms| (any summation order) and one division.
-# With m_i = |logp_new,i| + |logp_old,i| + 1 and R_i = max(r_i, 1 + eps_high, c) |A_i| (a bound on
-# both branches of the min), first order in u and doubled for the float64 oracle's own rounding:
-#   |d loss| <= 2 u / B sum_i (m_i + B + 6) R_i,
-#   |d grad_i| <= 2 u (m_i + 8) r_i |A_i| / B          (exp', the chain through r and the 1/B).
-# Underflow: below the smallest normal number eta (1.2e-38 in float32) rounding is absolute, so
-# each of the at most 16 operations on a path may also lose eta (flush-to-zero included): + 16 eta.
-
-
-def ratio_relative_error(logp_new, logp_old, u):
-    return 4 * u * (np.abs(logp_new) + np.abs(logp_old) + 3)
-
-
-def clip_loss_tolerance(logp_new, logp_old, A, clip_eps, conv, u):
-    r = np.exp(logp_new - logp_old)
-    B = len(A)
-    bound = np.maximum.reduce([r, np.full_like(r, conv.bounds(clip_eps)[1]), np.full_like(r, conv.dual_clip or 0.0)]) * np.abs(A)
-    m = np.abs(logp_new) + np.abs(logp_old) + 1
-    return 2 * u / B * float(np.sum((m + B + 6) * bound)) + 16 * smallest_normal(u) + TINY
-
-
-def clip_gradient_tolerance(logp_new, logp_old, A, u):
-    r = np.exp(logp_new - logp_old)
-    m = np.abs(logp_new) + np.abs(logp_old) + 1
-    return 2 * u * (m + 8) * r * np.abs(A) / len(A) + 16 * smallest_normal(u) + TINY
+# ppo_clip_loss: calling the candidate (the formulas and tolerances are rlspec.checks.clipping's)
 
 
 def call_clip_loss(ctx, logp_new, logp_old, advantages, clip_eps, *, allow_nonfinite=False):
@@ -190,26 +108,13 @@ def call_clip_loss(ctx, logp_new, logp_old, advantages, clip_eps, *, allow_nonfi
     A loss that does not depend on logp_new has gradient 0.
     """
     inputs = {
-        "logp_new": _rounded(logp_new, ctx.dtype),
-        "logp_old": _rounded(logp_old, ctx.dtype),
-        "advantages": _rounded(advantages, ctx.dtype),
+        "logp_new": rounded(logp_new, ctx.dtype),
+        "logp_old": rounded(logp_old, ctx.dtype),
+        "advantages": rounded(advantages, ctx.dtype),
     }
     call = ctx.call("ppo_clip_loss", {**inputs, "clip_eps": float(clip_eps)}, array="torch",
                     requires_grad=("logp_new",), shape=(), allow_nonfinite=allow_nonfinite)
-    return float(call.outputs[0]), _gradient(call, "logp_new", len(inputs["logp_new"])), call, inputs
-
-
-def _gradient(call, name, size) -> np.ndarray:
-    """d (candidate's scalar) / d (the leaf ``name`` the suite made), float64; zeros if no graph."""
-    raw, leaf = call.raw, call.inputs[name]
-    if isinstance(raw, torch.Tensor) and raw.requires_grad:
-        try:
-            (grad,) = torch.autograd.grad(raw, leaf, allow_unused=True)
-        except RuntimeError as exc:
-            raise CandidateError(f"{call.code.split('(')[0]} returned a tensor autograd cannot differentiate: {exc}") from None
-        if grad is not None:
-            return grad.detach().cpu().double().numpy().reshape(size)
-    return np.zeros(size)
+    return float(call.outputs[0]), leaf_gradient(call, "logp_new", len(inputs["logp_new"])), call, inputs
 
 
 def check_clip_values(ctx, logp_new, logp_old, advantages, clip_eps, *, what="loss", cause="", conv=None):
@@ -230,37 +135,16 @@ def check_clip_values(ctx, logp_new, logp_old, advantages, clip_eps, *, what="lo
     return loss, grad, call, x
 
 
-# strategies (lists of tuples: several times cheaper to draw than hypothesis.extra.numpy arrays)
-
-def _floats(low, high):
-    """Finite floats in [low, high], no subnormals (rounding to float32 would change them)."""
-    return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-
-
-ADVANTAGES = st.sampled_from([2.0, -2.0, 1.0, -1.0, 0.0]) | _floats(-100.0, 100.0)
-LOGP_OLD = st.sampled_from([0.0, -1.0, -1000.0]) | _floats(-1000.0, 0.0)
-EPSILONS = st.sampled_from([0.1, 0.2, 0.3]) | _floats(0.01, 0.5)
-
-
-def drawn_examples(ctx) -> int:
-    """Examples per property of a loss clause: a third of the profile's count, at least 4."""
-    return max(4, ctx.profile.max_examples // 3)
-
-
-@st.composite
-def clip_batches(draw, dtype, *, max_size=8, log_ratio=_floats(-3.0, 3.0), advantage=ADVANTAGES, logp_old=LOGP_OLD):
-    """``(logp_new, logp_old, advantages, clip_eps)``: float64 arrays exactly representable in ``dtype``."""
-    rows = np.array(draw(st.lists(st.tuples(logp_old, log_ratio, advantage), min_size=1, max_size=max_size), label="rows"))
-    old = _rounded(rows[:, 0], dtype)
-    return _rounded(old + rows[:, 1], dtype), old, _rounded(rows[:, 2], dtype), float(draw(EPSILONS, label="clip_eps"))
-
-
-def float_arrays(elements, min_size=1, max_size=8):
-    return st.lists(elements, min_size=min_size, max_size=max_size).map(lambda v: np.array(v, dtype=np.float64))
-
-
-# The clip gradient table (Schulman et al. 2017 §3, Figure 1), eps = 0.2: (A, r, d loss / d logp_new) for one sample.
-GRADIENT_TABLE = [(2.0, 0.5, -1.0), (2.0, 1.0, -2.0), (2.0, 1.5, 0.0), (-2.0, 0.5, 0.0), (-2.0, 1.0, 2.0), (-2.0, 1.5, 3.0)]
+# The known answers (spec/contract/30_ppo.toml).
+TABLE = contract.known_answer("ppo.clip-gradient-table")  # Schulman et al. 2017 §3, Figure 1; eps = 0.2
+# (A, r, d loss / d logp_new) for each row alone
+GRADIENT_TABLE = list(zip(TABLE.inputs["advantages"], TABLE.derived["ratio"], TABLE.derived["d loss / d logp_new, each row alone"]))
+LOG_SPACE = contract.known_answer("ppo.log-space-ratio")
+FIRST_STEP = contract.known_answer("ppo.first-step")
+VALUE = contract.known_answer("ppo.value-loss")
+VALUE_CLIPPED = [contract.known_answer(f"ppo.value-loss-clipped-{name}") for name in ("c9", "c10", "max")]
+NORMALISATION = contract.known_answer("ppo.normalisation")
+ENTROPY = contract.known_answer("ppo.entropy-bonus-c11")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,10 +168,10 @@ def ratio_log_space(ctx):
             )
         check_clip_values(ctx, logp_new, logp_old, advantages, clip_eps, what="at log-probabilities near -1000", conv=conv)
 
-    verify([-1000.0], [-1000.1], [1.0], 0.2)
+    verify(**LOG_SPACE.inputs)
     verify([-1000.0, -2000.0, -745.0], [-1000.1, -2000.05, -745.2], [1.0, -1.0, 0.5], 0.2)
-    ctx.property(clip_batches(ctx.dtype, log_ratio=_floats(-0.5, 0.5), logp_old=_floats(-5000.0, -700.0)),
-                 lambda b: verify(*b), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.clip_batches(dtype=ctx.dtype, log_ratio=normal_floats(-0.5, 0.5), logp_old=normal_floats(-5000.0, -700.0)),
+                 lambda b: verify(*b), label="drawn", tier="autograd")
 
 
 @check("PPO-FIRST-STEP-VANILLA-GRADIENT")
@@ -296,7 +180,7 @@ def first_step_vanilla_gradient(ctx):
     clip_conventions(ctx)
 
     def verify(logp, advantages, clip_eps):
-        logp = _rounded(logp, ctx.dtype)
+        logp = rounded(logp, ctx.dtype)
         loss, grad, call, x = call_clip_loss(ctx, logp, logp, advantages, clip_eps)
         A, u, B = x["advantages"], call.unit_roundoff, len(x["advantages"])
         # x = 0 exactly, so r = exp(0) = 1: only the products with A, the mean and the 1/B round.
@@ -308,13 +192,13 @@ def first_step_vanilla_gradient(ctx):
                      what="d loss / d logp_new at r = 1 vs the vanilla policy gradient -A / B", call=call.code,
                      cause="the advantages are changed inside the loss, or the ratio is inverted")
 
-    verify([-0.5, -1.2], [10.0, -10.0], 0.2)  # bug C2: mixing raw and normalised advantages gives [-0.707, +10]
+    x = FIRST_STEP.inputs  # bug C2: mixing raw and normalised advantages gives [-0.707, +10]
+    verify(x["logp_new"], x["advantages"], x["clip_eps"])
     verify([-1.0], [2.0], 0.2)
     verify([-1000.0, -3.0, -0.1, -7.5], [1.0, 2.0, 3.0, -4.0], 0.1)
 
-    rows = st.lists(st.tuples(LOGP_OLD, ADVANTAGES), min_size=1, max_size=8).map(np.array)
-    ctx.property(st.tuples(rows, EPSILONS), lambda d: verify(d[0][:, 0], d[0][:, 1], d[1]), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.first_step_batches(), lambda d: verify(d[0][:, 0], d[0][:, 1], d[1]), label="drawn",
+                 tier="autograd")
 
 
 @check("PPO-CLIP-LOSS-VALUE")
@@ -322,13 +206,13 @@ def clip_loss_value(ctx):
     """-mean min(r A, clip(r) A) with the min per sample, on the six table points and drawn batches."""
     conv = clip_conventions(ctx)
     cause = "the unclipped surrogate is returned, or the min is taken between batch means instead of per sample"
-    rows = [math.log(r) for _, r, _ in GRADIENT_TABLE]
-    check_clip_values(ctx, rows, [0.0] * 6, [A for A, _, _ in GRADIENT_TABLE], 0.2, what="the six rows as one batch",
+    x = TABLE.inputs
+    check_clip_values(ctx, x["logp_new"], x["logp_old"], x["advantages"], x["clip_eps"], what="the six rows as one batch",
                       cause=cause, conv=conv)
     check_clip_values(ctx, [math.log(0.5) - 1.0, math.log(1.5) - 2.0], [-1.0, -2.0], [2.0, 2.0], 0.2, what="A = 2, r = 0.5 and 1.5",
                       cause=cause, conv=conv)
-    ctx.property(clip_batches(ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", cause=cause, conv=conv),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.clip_batches(dtype=ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", cause=cause, conv=conv),
+                 label="drawn", tier="autograd")
 
 
 @check("PPO-CLIP-GRADIENT-TABLE")
@@ -338,16 +222,17 @@ def clip_gradient_table(ctx):
     # The table's numbers hold literally unless a declared convention moves a row's region: an upper
     # bound 1 + eps_high >= 1.5, or a dual clip c <= 1.5.
     literal = (conv.clip_eps_high is None or conv.clip_eps_high < 0.5) and (conv.dual_clip is None or conv.dual_clip > 1.5)
-    for A, r, expected in GRADIENT_TABLE:
-        _, grad, call, x = check_clip_values(ctx, [math.log(r)], [0.0], [A], 0.2, what=f"A = {A}, r = {r}", conv=conv)
+    rows, eps = TABLE.inputs, TABLE.inputs["clip_eps"]
+    for i, (A, r, expected) in enumerate(GRADIENT_TABLE):
+        _, grad, call, x = check_clip_values(ctx, [rows["logp_new"][i]], [rows["logp_old"][i]], [A], eps, what=f"A = {A}, r = {r}", conv=conv)
         if literal:  # r A of the exact r: the candidate's r = exp(rounded log r) is within the gradient bound twice over
             tol = 2 * clip_gradient_tolerance(x["logp_new"], x["logp_old"], x["advantages"], call.unit_roundoff)
             assert_close(grad, [expected], tol, what=f"d loss / d logp_new at A = {A}, r = {r} (clip gradient table)", call=call.code)
-    rows = [math.log(r) for _, r, _ in GRADIENT_TABLE]
-    check_clip_values(ctx, [x - 0.25 for x in rows], [-0.25] * 6, [A for A, _, _ in GRADIENT_TABLE], 0.2, what="the six rows as one batch",
+    check_clip_values(ctx, [x - 0.25 for x in rows["logp_new"]], [x - 0.25 for x in rows["logp_old"]], rows["advantages"], eps,
+                      what="the six rows as one batch",
                       conv=conv)
-    ctx.property(clip_batches(ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", conv=conv), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.clip_batches(dtype=ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", conv=conv), label="drawn",
+                 tier="autograd")
 
 
 def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
@@ -379,14 +264,7 @@ def pessimistic_bound(ctx):
     for A, r in [(2.0, 0.5), (-2.0, 1.5), (2.0, 1.5), (-2.0, 0.5), (3.0, 1.1), (-0.5, 0.95)]:
         _single_sample_bound(ctx, conv, math.log(r), 0.0, A, 0.2)
 
-    @st.composite
-    def drawn(draw):
-        old = float(draw(_floats(-50.0, 0.0)))
-        new = float(_rounded([old + draw(_floats(-3.0, 3.0))], ctx.dtype)[0])
-        A = float(draw(st.sampled_from([2.0, -2.0]) | _floats(-100.0, 100.0)))
-        return new, float(_rounded([old], ctx.dtype)[0]), A, float(draw(_floats(0.01, 0.5)))
-
-    ctx.property(drawn(), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.single_samples(dtype=ctx.dtype), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", tier="autograd")
 
 
 @check("PPO-WRONG-WAY-GRADIENT-LIVE")
@@ -414,20 +292,7 @@ def wrong_way_gradient_live(ctx):
         verify([math.log(r)], [0.0], [A], 0.2)
     verify([math.log(r) - 1.0 for _, r in rows], [-1.0] * len(rows), [A for A, _ in rows], 0.2)
 
-    @st.composite
-    def drawn(draw):
-        eps = float(draw(_floats(0.01, 0.5)))
-        lo, hi = conv.bounds(eps)
-        rows = draw(st.lists(st.tuples(_floats(-100.0, 0.0), st.booleans(), _floats(1e-3, 100.0), _floats(0.01, 0.99)),
-                             min_size=1, max_size=6))
-        old, positive, magnitude, fraction = (np.array(column) for column in zip(*rows))
-        old = _rounded(old, ctx.dtype)
-        upper = min(cap, 20.0)
-        r = np.where(positive, 0.01 + fraction * (lo * 0.999 - 0.01), hi * 1.001 + fraction * (upper * 0.999 - hi * 1.001))
-        new = _rounded(old + np.log(r), ctx.dtype)
-        return new, old, _rounded(np.where(positive, magnitude, -magnitude), ctx.dtype), eps
-
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.wrong_way_batches(dtype=ctx.dtype, clip_range=conv), lambda d: verify(*d), label="drawn", tier="autograd")
 
 
 @check("PPO-CLIP-BOUNDARY")
@@ -445,8 +310,8 @@ def clip_boundary(ctx):
         verify(A, 0.2)
     check_clip_values(ctx, [math.log(0.8), math.log(1.2), math.log(0.8), math.log(1.2)], [0.0] * 4, [2.0, 2.0, -2.0, -2.0], 0.2,
                       what="all four boundary points as one batch", conv=conv, cause="the clip range is not [1 - eps, 1 + eps]")
-    ctx.property(st.tuples(ADVANTAGES, _floats(0.01, 0.5), _floats(-100.0, 0.0)), lambda d: verify(*d), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.boundary_cases(), lambda d: verify(*d), label="drawn",
+                 tier="autograd")
 
 
 @check("PPO-DUAL-CLIP")
@@ -465,9 +330,9 @@ def dual_clip(ctx):
         check_clip_values(ctx, [math.log(r)], [0.0], [A], 0.2, what=f"A = {A}, r = {r:.6g}", conv=conv, cause=cause)
     check_clip_values(ctx, [math.log(r) - 3.0 for _, r in rows], [-3.0] * len(rows), [A for A, _ in rows], 0.2, what="all rows as one batch",
                       conv=conv, cause=cause)
-    batches = clip_batches(ctx.dtype, log_ratio=_floats(0.0, 6.0), advantage=_floats(-100.0, 0.0))
+    batches = draws.clip_batches(dtype=ctx.dtype, log_ratio=normal_floats(0.0, 6.0), advantage=normal_floats(-100.0, 0.0))
     ctx.property(batches, lambda b: check_clip_values(ctx, *b, what="drawn batch, A <= 0", conv=conv, cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,12 +383,12 @@ def value_expected(values, returns, old_values, clip_eps, k, u):
 def check_value_loss(ctx, values, returns, old_values=None, clip_eps=None, *, what, cause=""):
     conv = conventions(ctx)
     k = conv.value_loss_factor
-    args = {"values": _rounded(values, ctx.dtype), "returns": _rounded(returns, ctx.dtype)}
+    args = {"values": rounded(values, ctx.dtype), "returns": rounded(returns, ctx.dtype)}
     if old_values is not None:
-        args["old_values"] = _rounded(old_values, ctx.dtype)
+        args["old_values"] = rounded(old_values, ctx.dtype)
         args["clip_eps"] = float(clip_eps)
     call = ctx.call("ppo_value_loss", args, array="torch", requires_grad=("values",), shape=())
-    loss, grad = float(call.outputs[0]), _gradient(call, "values", len(args["values"]))
+    loss, grad = float(call.outputs[0]), leaf_gradient(call, "values", len(args["values"]))
     V, R, Vo = args["values"], args["returns"], args.get("old_values")
     u, B = call.unit_roundoff, len(V)
     expected, low, high = value_expected(V, R, Vo, clip_eps, k, u)
@@ -539,29 +404,33 @@ def check_value_loss(ctx, values, returns, old_values=None, clip_eps=None, *, wh
 def value_loss(ctx):
     """k mean (V - R)^2 and its gradient 2 k (V - R) / B, k the declared value_loss_factor."""
     cause = "an undeclared 0.5 factor, or values of shape (B, 1) broadcast against returns (B,)"
-    check_value_loss(ctx, [1.0], [2.0], what="V = 1, R = 2", cause=cause)
+    x = VALUE.inputs
+    check_value_loss(ctx, x["values"], x["returns"], what=f"V = {x['values'][0]:g}, R = {x['returns'][0]:g}", cause=cause)
     check_value_loss(ctx, [1.0, 1.0], [2.0, 0.5], what="V = [1, 1], R = [2, 0.5]", cause=cause)
     check_value_loss(ctx, [0.0, 0.0, 0.0], [1.0, 2.0, 3.0], what="V = 0, R = [1, 2, 3]", cause=cause)
 
-    rows = st.lists(st.tuples(_floats(-1000.0, 1000.0), _floats(-1000.0, 1000.0)), min_size=1, max_size=16).map(np.array)
-    ctx.property(rows, lambda d: check_value_loss(ctx, d[:, 0], d[:, 1], what="drawn", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.value_batches(), lambda d: check_value_loss(ctx, d[:, 0], d[:, 1], what="drawn", cause=cause), label="drawn",
+                 tier="autograd")
 
 
 @check("PPO-VALUE-LOSS-CLIPPED")
 def value_loss_clipped(ctx):
     """The max of the unclipped and clipped squared errors (bugs C9, C10)."""
     cause = "clipped against the current values, min instead of max, the clipped error alone, or the squared error clamped"
-    check_value_loss(ctx, [1.0], [2.0], [0.0], 0.2, what="C9: stored V_old = 0, V = 1, R = 2, eps 0.2 (3.24, gradient 0)", cause=cause)
-    check_value_loss(ctx, [0.0], [20.0], [0.0], 10.0, what="C10: V = V_old = 0, R = 20, eps 10 (gradient -40)", cause=cause)
-    check_value_loss(ctx, [1.0], [0.5], [0.0], 0.2, what="V_old = 0, V = 1, R = 0.5, eps 0.2 (0.25, gradient 1)", cause=cause)
+    labels = ["C9: stored V_old = {o:g}, V = {v:g}, R = {r:g}, eps {e:g} ({loss:g}, gradient {g:g})",
+              "C10: V = V_old = {v:g}, R = {r:g}, eps {e:g} (gradient {g:g})",
+              "V_old = {o:g}, V = {v:g}, R = {r:g}, eps {e:g} ({loss:g}, gradient {g:g})"]
+    for answer, label in zip(VALUE_CLIPPED, labels):
+        x = answer.inputs
+        what = label.format(o=x["old_values"][0], v=x["values"][0], r=x["returns"][0], e=x["clip_eps"], loss=answer.outputs["loss"],
+                            g=answer.derived["d loss / d values"][0])
+        check_value_loss(ctx, x["values"], x["returns"], x["old_values"], x["clip_eps"], what=what, cause=cause)
     check_value_loss(ctx, [1.0, 0.0, 1.0, 0.5], [2.0, 20.0, 0.5, 0.6], [0.0, 0.0, 0.0, 0.45], 0.2,
                      what="V_old = [0, 0, 0, 0.45], V = [1, 0, 1, 0.5], R = [2, 20, 0.5, 0.6], eps 0.2", cause=cause)
 
-    rows = st.lists(st.tuples(_floats(-100.0, 100.0), _floats(-100.0, 100.0), _floats(-3.0, 3.0)), min_size=1, max_size=12)
-    ctx.property(st.tuples(rows.map(np.array), _floats(0.01, 2.0)),
+    ctx.property(draws.clipped_value_batches(),
                  lambda d: check_value_loss(ctx, d[0][:, 0], d[0][:, 1], d[0][:, 0] + d[0][:, 2], d[1], what="drawn", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+                 label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,7 +481,7 @@ def normalisation_tolerance(A, conv: Conventions, u):
 
 def check_normalisation(ctx, advantages, what):
     conv = conventions(ctx)
-    A = _rounded(advantages, ctx.dtype)
+    A = rounded(advantages, ctx.dtype)
     call = ctx.call("normalize_advantages", {"advantages": A}, shape=A.shape)
     (out,) = call.outputs
     expected, _ = normalised(A, conv)
@@ -636,11 +505,11 @@ def check_normalisation(ctx, advantages, what):
 @check("PPO-ADVANTAGE-NORMALISATION")
 def advantage_normalisation(ctx):
     """The declared ddof / eps form exactly; [1, 2, 3, 4] and [10, -10], then drawn batches."""
-    check_normalisation(ctx, [1.0, 2.0, 3.0, 4.0], "[1, 2, 3, 4]")
+    A = NORMALISATION.inputs["advantages"]
+    check_normalisation(ctx, A, f"[{', '.join(f'{a:g}' for a in A)}]")
     check_normalisation(ctx, [10.0, -10.0], "[10, -10]")
     check_normalisation(ctx, [1.0, 3.0], "[1, 3]")  # bug G15a: the mean added back gives [1.293, 2.707]
-    spread = float_arrays(_floats(-1e4, 1e4), 2, 32).filter(lambda a: np.std(a) > 1e-3 * (np.max(np.abs(a)) + 1e-300))
-    ctx.property(spread, lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.advantage_batches(), lambda a: check_normalisation(ctx, a, "drawn"), label="drawn", tier="autograd")
 
 
 @check("PPO-ADVANTAGE-NORMALISATION-DEGENERATE")
@@ -648,7 +517,7 @@ def advantage_normalisation_degenerate(ctx):
     """One element and constant advantages come back finite; constant ones all equal."""
 
     def verify(advantages):
-        A = _rounded(advantages, ctx.dtype)
+        A = rounded(advantages, ctx.dtype)
         call = ctx.call("normalize_advantages", {"advantages": A}, shape=A.shape, allow_nonfinite=True)
         (out,) = call.outputs
         if not np.all(np.isfinite(out)):
@@ -664,8 +533,7 @@ def advantage_normalisation_degenerate(ctx):
 
     for case in ([3.0], [5.0, 5.0, 5.0], [0.1, 0.1, 0.1], [-2.5, -2.5], [1e6] * 4, [0.0, 0.0]):
         verify(case)
-    constant = st.tuples(st.integers(1, 16), _floats(-1e6, 1e6)).map(lambda d: [d[1]] * d[0])
-    ctx.property(constant, verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.constant_advantages(), verify, label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -677,9 +545,9 @@ def entropy_bonus_sign(ctx):
     """-coef mean(H): value and gradient -coef / B (negative: descending the loss raises the entropy)."""
 
     def verify(entropy, coef):
-        H = _rounded(entropy, ctx.dtype)
+        H = rounded(entropy, ctx.dtype)
         call = ctx.call("ppo_entropy_loss", {"entropy": H, "coef": float(coef)}, array="torch", requires_grad=("entropy",), shape=())
-        loss, grad = float(call.outputs[0]), _gradient(call, "entropy", len(H))
+        loss, grad = float(call.outputs[0]), leaf_gradient(call, "entropy", len(H))
         u, B = call.unit_roundoff, len(H)
         cause = "the entropy enters the minimised loss with a plus sign: training lowers the entropy"
         # mean: (B - 1) u sum |H| + a division, the coefficient one product: doubled for the oracle
@@ -689,11 +557,11 @@ def entropy_bonus_sign(ctx):
         assert_close(grad, np.full(B, -coef / B), 8 * u * coef / B + 8 * eta + TINY, what="d entropy loss / d entropy vs -coef / B",
                      call=call.code, cause=cause)
 
-    verify([1.0], 1.0)  # bug C11: log pi(a) = -1, estimate H = 1
+    verify(ENTROPY.inputs["entropy"], ENTROPY.inputs["coef"])  # bug C11: log pi(a) = -1, estimate H = 1
     verify([0.5, 1.5, 2.0], 0.01)
     verify([-0.3, 1.2], 0.5)  # a Gaussian's differential entropy can be negative
-    ctx.property(st.tuples(float_arrays(_floats(-10.0, 10.0), 1, 16), _floats(0.0, 1.0)), lambda d: verify(*d), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.entropy_batches(), lambda d: verify(*d), label="drawn",
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -931,11 +799,6 @@ def check_first_ratios(run: UpdateRun, *, what: str, cause: str):
     assert_close(run.ratios, expected, tol, what=what, call=run.code, cause=cause)
 
 
-def update_examples(ctx, divisor: int) -> int:
-    """Drawn updates per property: each is a whole update, so fewer than the profile's count."""
-    return max(1, ctx.profile.max_examples // divisor)
-
-
 @check("PPO-UPDATE-FIRST-RATIOS-ONE")
 def update_first_ratios_one(ctx):
     """logp_old = the policy's own log-probabilities: the first minibatch's ratios are 1 (categorical and Gaussian)."""
@@ -948,12 +811,11 @@ def update_first_ratios_one(ctx):
 
     verify(UpdateCase("categorical", n=8, seed=1), 4, 0)
     verify(UpdateCase("gaussian", n=8, seed=2), 3, 1)
-    drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), st.integers(2, 12), st.integers(0, 2**16), st.integers(0, 2**16))
-    ctx.property(drawn, lambda d: verify(UpdateCase(d[0], n=d[1], seed=d[2]), max(1, d[1] // 2), d[3]), label="drawn",
-                 max_examples=update_examples(ctx, 6))
+    ctx.property(draws.first_ratio_cases(), lambda d: verify(UpdateCase(d[0], n=d[1], seed=d[2]), max(1, d[1] // 2), d[3]), label="drawn",
+                 tier="enumeration")
 
 
-OFFSETS = (0.3, -0.2, 0.1, -0.4, 0.25, -0.1, 0.4, -0.3)  # d_i: distinct, never 0
+OFFSETS = draws.OFFSETS  # d_i: distinct, never 0
 
 
 @check("PPO-UPDATE-STORED-LOGP-OLD")
@@ -970,10 +832,8 @@ def update_stored_logp_old(ctx):
 
     verify(UpdateCase("categorical", n=8, seed=3, offset=OFFSETS), 4, 0)
     verify(UpdateCase("gaussian", n=8, seed=4, offset=OFFSETS), 8, 1)
-    offsets = st.lists(st.sampled_from(OFFSETS) | _floats(-1.0, -0.05) | _floats(0.05, 1.0), min_size=2, max_size=10)
-    drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), offsets, st.integers(0, 2**16))
-    ctx.property(drawn, lambda d: verify(UpdateCase(d[0], n=len(d[1]), seed=d[2], offset=tuple(d[1])), max(1, len(d[1]) // 2), d[2]),
-                 label="drawn", max_examples=update_examples(ctx, 6))
+    ctx.property(draws.stale_cases(), lambda d: verify(UpdateCase(d[0], n=len(d[1]), seed=d[2], offset=tuple(d[1])), max(1, len(d[1]) // 2), d[2]),
+                 label="drawn", tier="enumeration")
 
 
 def k3(x):
@@ -1056,10 +916,9 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2):
 def update_kl_early_stop(ctx):
     """Positive advantages (k1 goes negative while k3 grows): stop exactly where the declared rule says."""
     check_kl_stop(ctx, UpdateCase("categorical", n=6, seed=5, lr=KL_LR["categorical"], positive=True), seed=0)
-    drawn = st.tuples(st.sampled_from(["categorical", "gaussian"]), st.integers(3, 10), st.integers(0, 2**16), st.integers(1, 3))
-    ctx.property(drawn, lambda d: check_kl_stop(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=KL_LR[d[0]], positive=True),
+    ctx.property(draws.kl_stop_cases(), lambda d: check_kl_stop(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=KL_LR[d[0]], positive=True),
                                                 seed=d[2], step_at=d[3]),
-                 label="drawn", max_examples=update_examples(ctx, 12))
+                 label="drawn", tier="kl-stop")
 
 
 def contribution_magnitudes(run: UpdateRun, i: int) -> tuple[dict, dict, dict]:
@@ -1192,14 +1051,6 @@ def update_first_step_gradient(ctx):
     check_first_step(ctx, UpdateCase("gaussian", n=6, seed=13), {**common, "minibatch_size": 6, "max_grad_norm": 0.05, "seed": 2},
                      what="Gaussian, whole batch, max_grad_norm 0.05")
 
-    @st.composite
-    def drawn(draw):
-        kind = draw(st.sampled_from(["categorical", "gaussian"]))
-        n = draw(st.integers(2, 10))
-        config = {**common, "minibatch_size": draw(st.integers(2, n)), "seed": draw(st.integers(0, 2**16)),
-                  "max_grad_norm": draw(st.sampled_from([1e6, 0.05, 0.5])),
-                  "normalize_advantages": draw(st.booleans()), "ent_coef": draw(st.sampled_from([0.0, 0.01, 0.1]))}
-        return UpdateCase(kind, n=n, seed=draw(st.integers(0, 2**16))), config
-
-    ctx.property(drawn(), lambda d: check_first_step(ctx, d[0], d[1], what="drawn"), label="drawn",
-                 max_examples=update_examples(ctx, 6))
+    ctx.property(draws.first_step_cases(common=common),
+                 lambda d: check_first_step(ctx, UpdateCase(d[0][0], n=d[0][1], seed=d[0][2]), d[1], what="drawn"), label="drawn",
+                 tier="enumeration")

@@ -35,131 +35,22 @@ absolute loss of one rounding below it):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
-from hypothesis import strategies as st
 
 from ..assertions import ClauseFailure, assert_close, matches
-from .ppo import ClipRange
-from .ppo import _gradient, _rounded, clip_objective, log_derivative_bounds, ratio_relative_error
-from ..protocol import CandidateError, NotProvided
+from ..clipping import ClipRange, clip_objective, log_derivative_bounds, ratio_relative_error
+from ..gradients import leaf_gradient
+from ..strategies import normal_floats, rounded
+from ..strategies import tokens as draws
+from ..strategies.tokens import GaeCase, gae_case
 from ..registry import check
 from ...spec import contract
 from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
 from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
-def _floats(low, high):
-    return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-
-
-def drawn_examples(ctx) -> int:
-    """Examples per property: a third of the profile's count, at least 4 (as in the PPO chapter)."""
-    return max(4, ctx.profile.max_examples // 3)
-
-
-GARBAGE = st.sampled_from([1e6, -1e6, 1e30, -3e29, 7.0]) | _floats(-1e6, 1e6)
-FRACTIONS = st.sampled_from([0.0, 0.5, 0.95, 0.99, 1.0]) | _floats(0.0, 1.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# rows: layout of real tokens inside a (B, L) batch
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A batch of response rows: ``real[b]`` the row's real-token values (one array per field),
-    ``layout[b]`` the positions of its real tokens, ``fill`` the values at masked positions."""
-
-    fields: dict  # name -> (B, L) float64 arrays, garbage at masked positions
-    mask: np.ndarray  # (B, L) bool
-
-    @property
-    def shape(self):
-        return self.mask.shape
-
-
-def layout_rows(real: list[dict], positions: list[list[int]], width: int, fill: Callable[[str, int, int], float]) -> Rows:
-    """Place each row's real values at its positions; ``fill(name, b, t)`` at the rest."""
-    names = list(real[0])
-    B = len(real)
-    mask = np.zeros((B, width), dtype=bool)
-    fields = {name: np.zeros((B, width)) for name in names}
-    for b, (values, where) in enumerate(zip(real, positions)):
-        mask[b, where] = True
-        for name in names:
-            row = np.array([fill(name, b, t) for t in range(width)], dtype=np.float64)
-            row[where] = values[name]
-            fields[name][b] = row
-    return Rows(fields, mask)
-
-
-@st.composite
-def row_layouts(draw, lengths, *, padding=("right", "left", "both", "none"), interior=False, extra=3):
-    """For rows of the given real lengths: (positions per row, width). Rows are padded on the side
-    drawn for each; ``interior`` puts masked spans of 1-2 tokens between real tokens (at least one)."""
-    plans = []
-    for n in lengths:
-        side = draw(st.sampled_from(padding))
-        left = draw(st.integers(1, extra)) if side in ("left", "both") else 0
-        right = draw(st.integers(1, extra)) if side in ("right", "both") else 0
-        gaps = [0] * max(n - 1, 0)
-        if interior and n >= 2:
-            gaps = draw(st.lists(st.integers(0, 2), min_size=n - 1, max_size=n - 1))
-            if not any(gaps):
-                gaps[draw(st.integers(0, n - 2))] = draw(st.integers(1, 2))
-        plans.append((side, left, gaps, right))
-    width = max(left + n + sum(gaps) + right for (_, left, gaps, right), n in zip(plans, lengths))
-    positions = []
-    for (side, left, gaps, right), n in zip(plans, lengths):
-        used = left + n + sum(gaps) + right
-        shift = width - used if side == "left" else 0  # a left-padded row is flush right, others flush left
-        where, t = [], left + shift
-        for k in range(n):
-            where.append(t)
-            t += 1 + (gaps[k] if k < len(gaps) else 0)
-        positions.append(where)
-    return positions, width
-
-
-def _garbage_fill(draw):
-    table: dict = {}
-
-    def fill(name, b, t):
-        if (name, b, t) not in table:
-            table[(name, b, t)] = float(draw(GARBAGE))
-        return table[(name, b, t)]
-
-    return fill
-
-
-# ---------------------------------------------------------------------------------------------
 # token_gae
-
-
-@dataclass(frozen=True)
-class GaeCase:
-    rewards: np.ndarray
-    values: np.ndarray
-    mask: np.ndarray
-    gamma: float
-    lam: float
-
-    def rounded(self, dtype) -> "GaeCase":
-        return GaeCase(_rounded(self.rewards, dtype), _rounded(self.values, dtype), self.mask, self.gamma, self.lam)
-
-    def arguments(self):
-        return {"rewards": self.rewards, "values": self.values, "mask": self.mask, "gamma": self.gamma, "lam": self.lam}
-
-    def row(self, b) -> "GaeCase":
-        return GaeCase(self.rewards[b : b + 1], self.values[b : b + 1], self.mask[b : b + 1], self.gamma, self.lam)
-
-
-def gae_case(rewards, values, mask, gamma, lam) -> GaeCase:
-    f = lambda a: np.atleast_2d(np.asarray(a, dtype=np.float64))
-    return GaeCase(f(rewards), f(values), np.atleast_2d(np.asarray(mask, dtype=bool)), float(gamma), float(lam))
 
 
 def compacted_gae(case: GaeCase, u: float):
@@ -253,51 +144,38 @@ def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: b
     return advantages, returns, call, case
 
 
-# Known rows (gamma = lambda = 0.5): a 3-token row and the GAE known answer split into two rows.
-REFERENCE_ROW = ([1.0, 1.0, 2.0], [0.5, 0.5, 0.5])  # -> [1.03125, 1.125, 1.5]
-REFERENCE_ROW_ADVANTAGES = [1.03125, 1.125, 1.5]
-GAE_KNOWN_ROWS = ([[1.0, 1.0], [1.0, 2.0]], [[0.5, 0.5], [0.5, 0.5]])  # -> [[0.875, 0.5], [1.125, 1.5]]
-GAE_KNOWN_ROWS_ADVANTAGES = [[0.875, 0.5], [1.125, 1.5]]
-HOLE_CASE = gae_case([1.0, 1e6, -1e6, 1.0, 2.0], [0.5, 1e6, 7.0, 0.5, 0.5], [1, 0, 0, 1, 1], 0.5, 0.5)  # OpenRLHF: 0.533203125
-
-
-@st.composite
-def gae_cases(draw, dtype, *, max_rows=4, max_length=6, padding=("right", "left", "both", "none"), interior=False,
-              garbage=True, min_rows=1):
-    """Drawn rows: real rewards and values in [-10, 10], gamma and lambda in [0, 1]."""
-    lengths = draw(st.lists(st.integers(2 if interior else 1, max_length), min_size=min_rows, max_size=max_rows), label="lengths")
-    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior))
-    real = [{"rewards": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n)),
-             "values": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n))} for n in lengths]
-    fill = _garbage_fill(draw) if garbage else (lambda name, b, t: 0.0)
-    rows = layout_rows(real, positions, width, fill)
-    gamma, lam = float(draw(FRACTIONS, label="gamma")), float(draw(FRACTIONS, label="lam"))
-    return gae_case(rows.fields["rewards"], rows.fields["values"], rows.mask, gamma, lam).rounded(dtype)
+# The known answers (spec/contract/80_rlhf.toml); NaN marks an output at a masked position.
+REFERENCE_ROW = contract.known_answer("rlhf.gae-reference-row")
+GAE_KNOWN_ROWS = contract.known_answer("rlhf.gae-known-rows")
+GAE_KNOWN_ROWS_PADDED = contract.known_answer("rlhf.gae-known-rows-right-padded")
+HOLE = contract.known_answer("rlhf.gae-interior-hole")  # OpenRLHF: 0.533203125
+G1, G1_PADDED = contract.known_answer("rlhf.gae-g1"), contract.known_answer("rlhf.gae-g1-right-padded")
+HOLE_CASE = gae_case(**HOLE.inputs)
 
 
 @check("RLHF-GAE-KNOWN-ANSWER")
 def gae_known_answer(ctx):
     """The reference 3-token row [1.03125, 1.125, 1.5]; the GAE known answer as two rows; both right-padded with garbage."""
     cause = "the advantages are whitened inside the function, or the last real token bootstraps"
-    case = gae_case([REFERENCE_ROW[0]], [REFERENCE_ROW[1]], [[1, 1, 1]], 0.5, 0.5)
+    case = gae_case(**REFERENCE_ROW.inputs)
     advantages, returns, call, case = call_token_gae(ctx, case)
     _, tol = compacted_gae(case, call.unit_roundoff)
-    assert_close(advantages[0], REFERENCE_ROW_ADVANTAGES, tol[0], what="reference 3-token row: advantages", call=call.code,
+    assert_close(advantages[0], REFERENCE_ROW.outputs["advantages"][0], tol[0], what="reference 3-token row: advantages", call=call.code,
                  cause=cause, diagnose=_diagnose_gae(case, case.mask))
-    assert_close(returns[0], np.add(REFERENCE_ROW_ADVANTAGES, 0.5), 2 * tol[0] + 4 * call.unit_roundoff,
+    assert_close(returns[0], REFERENCE_ROW.outputs["returns"][0], 2 * tol[0] + 4 * call.unit_roundoff,
                  what="reference 3-token row: returns", call=call.code, cause=cause)
 
-    p1 = gae_case(*GAE_KNOWN_ROWS, [[1, 1], [1, 1]], 0.5, 0.5)
+    p1 = gae_case(**GAE_KNOWN_ROWS.inputs)
     advantages, _, call, p1 = call_token_gae(ctx, p1)
     _, tol = compacted_gae(p1, call.unit_roundoff)
-    assert_close(advantages, GAE_KNOWN_ROWS_ADVANTAGES, tol, what="the GAE known answer as two rows", call=call.code, cause=cause,
+    assert_close(advantages, GAE_KNOWN_ROWS.outputs["advantages"], tol, what="the GAE known answer as two rows", call=call.code, cause=cause,
                  diagnose=_diagnose_gae(p1, p1.mask))
 
-    padded = gae_case([[1.0, 1.0, 1e6, -3.0], [1.0, 2.0, 9.0, 1e6]], [[0.5, 0.5, 100.0, -1e6], [0.5, 0.5, 7.0, 3.0]],
-                      [[1, 1, 0, 0], [1, 1, 0, 0]], 0.5, 0.5)
+    padded = gae_case(**GAE_KNOWN_ROWS_PADDED.inputs)
     advantages, _, call, padded = call_token_gae(ctx, padded)
     _, tol = compacted_gae(padded, call.unit_roundoff)
-    assert_close(advantages[padded.mask], np.ravel(GAE_KNOWN_ROWS_ADVANTAGES), tol[padded.mask], what="the GAE known answer as two rows, right-padded with garbage",
+    expected = np.asarray(GAE_KNOWN_ROWS_PADDED.outputs["advantages"])[padded.mask]
+    assert_close(advantages[padded.mask], expected, tol[padded.mask], what="the GAE known answer as two rows, right-padded with garbage",
                  call=call.code, cause=cause, diagnose=_diagnose_gae(padded, padded.mask))
 
 
@@ -305,11 +183,11 @@ def gae_known_answer(ctx):
 def gae_row_equals_gae(ctx):
     """Each row equals the time-major reference GAE on its real tokens, last one terminal (edge padding)."""
     cause = "raw advantages of one episode per row expected: whitened, flattened across rows, or bootstrapped at the end"
-    verify_gae(ctx, gae_case(*GAE_KNOWN_ROWS, [[1, 1], [1, 1]], 0.5, 0.5), what="the GAE known answer as two rows", cause=cause)
+    verify_gae(ctx, gae_case(**GAE_KNOWN_ROWS.inputs), what="the GAE known answer as two rows", cause=cause)
     verify_gae(ctx, gae_case([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], [[0.3, -0.2, 1.0], [0.0, 0.5, 0.0]], [[1, 1, 1], [1, 1, 1]], 1.0, 0.95),
                what="two full rows, gamma 1, lambda 0.95", cause=cause)
-    ctx.property(gae_cases(ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
-                 lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.gae_cases(dtype=ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
+                 lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-PADDING-INVARIANT")
@@ -328,10 +206,10 @@ def gae_padding_invariant(ctx):
             mask = np.concatenate([np.zeros(a, bool), np.ones(n, bool), np.zeros(b, bool)])
             verify_gae(ctx, gae_case([rewards], [values], [mask], case.gamma, case.lam), what=f"{label} row", cause=cause)
 
-    verify(gae_case([REFERENCE_ROW[0]], [REFERENCE_ROW[1]], [[1, 1, 1]], 0.5, 0.5))
-    verify(gae_case([[0.0, 1.0]], [[0.0, 0.0]], [[1, 1]], 1.0, 0.95))  # bug G1 (ROLL): [0.95, 1.0]
-    ctx.property(st.tuples(gae_cases(ctx.dtype, max_rows=1, padding=("none",), garbage=False), st.integers(1, 3), st.integers(1, 3)),
-                 lambda d: verify(d[0], (d[1], d[2])), label="drawn", max_examples=drawn_examples(ctx))
+    verify(gae_case(**REFERENCE_ROW.inputs))
+    verify(gae_case(**G1.inputs))  # bug G1 (ROLL): [0.95, 1.0]
+    ctx.property(draws.padded_rows(dtype=ctx.dtype),
+                 lambda d: verify(d[0], (d[1], d[2])), label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-INTERIOR-MASK-SKIPPED")
@@ -342,8 +220,8 @@ def gae_interior_mask_skipped(ctx):
     verify_gae(ctx, gae_case([[0.0, 3.0, -2.0, 1.0], [1.0, 1.0, 2.0, 0.0]], [[0.0, 9.0, 4.0, 0.0], [0.5, 0.5, 0.5, 1e6]],
                              [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
                what="bug G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
-    ctx.property(gae_cases(ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-MASKED-GARBAGE-IGNORED")
@@ -356,10 +234,10 @@ def gae_masked_garbage_ignored(ctx):
         a0, r0, call0, clean = verify_gae(ctx, clean, what="zeros at padded positions", cause=cause)
         a1, r1, call1, case = verify_gae(ctx, case, what="garbage at padded positions", cause=cause)
 
-    verify(gae_case([[0.0, 1.0, 0.0]], [[0.0, 0.0, 100.0]], [[1, 1, 0]], 1.0, 0.95))  # bug G1 (ROLL): [5.70, 6.00] when leaked
+    verify(gae_case(**G1_PADDED.inputs))  # bug G1 (ROLL): [5.70, 6.00] when leaked
     verify(gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
                     [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5))
-    ctx.property(gae_cases(ctx.dtype), verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.gae_cases(dtype=ctx.dtype), verify, label="drawn", tier="autograd")
 
 
 @check("RLHF-GAE-ROWS-INDEPENDENT")
@@ -376,9 +254,9 @@ def gae_rows_independent(ctx):
             assert_close(*at_real(together[b], alone[0], tol, real), what=f"row {b} in the batch vs row {b} alone", call=call.code,
                          cause="the rows are flattened into one sequence, or a batch statistic (whitening) enters")
 
-    verify(gae_case(*GAE_KNOWN_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))  # flattened: [1.0078125, 1.03125, ...]
-    ctx.property(gae_cases(ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
-                 max_examples=drawn_examples(ctx))
+    verify(gae_case(**GAE_KNOWN_ROWS.inputs))  # flattened: [1.0078125, 1.03125, ...]
+    ctx.property(draws.gae_cases(dtype=ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
+                 tier="autograd")
 
 
 @check("RLHF-GAE-RETURNS-EQUAL-ADVANTAGES-PLUS-VALUES")
@@ -392,9 +270,9 @@ def gae_returns_identity(ctx):
         assert_close(*at_real(returns, advantages + case.values, tol, real), what="returns vs advantages + values", call=call.code,
                      cause="returns are computed from the raw advantages while the advantages returned are whitened")
 
-    verify(gae_case(*GAE_KNOWN_ROWS, [[1, 1], [1, 1]], 0.5, 0.5))
+    verify(gae_case(**GAE_KNOWN_ROWS.inputs))
     verify(HOLE_CASE)
-    ctx.property(gae_cases(ctx.dtype, interior=True), verify, label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), verify, label="drawn", tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,7 +316,7 @@ def _wrong_placements(scores, kl, mask, kl_coef):
 
 
 def verify_rewards(ctx, scores, kl, mask, kl_coef, *, what, cause=""):
-    args = {"scores": _rounded(scores, ctx.dtype), "kl": _rounded(np.atleast_2d(kl), ctx.dtype),
+    args = {"scores": rounded(scores, ctx.dtype), "kl": rounded(np.atleast_2d(kl), ctx.dtype),
             "mask": np.atleast_2d(np.asarray(mask, dtype=bool)), "kl_coef": float(kl_coef)}
     call = ctx.call("assemble_rewards", args, shape=args["mask"].shape, allow_nonfinite=True)
     (rewards,) = call.outputs
@@ -456,24 +334,17 @@ def verify_rewards(ctx, scores, kl, mask, kl_coef, *, what, cause=""):
                  diagnose=diagnose)
 
 
+REWARDS, REWARDS_G4 = contract.known_answer("rlhf.rewards-openrlhf"), contract.known_answer("rlhf.rewards-g4")
+
+
 @check("RLHF-REWARDS-KNOWN-ANSWER")
 def rewards_known_answer(ctx):
     """OpenRLHF compute_reward: r = 5, kl_coef 0.5, kl [.1, .2, .3, .4], mask [1, 1, 1, 0] -> [-0.05, -0.1, 4.85]."""
-    verify_rewards(ctx, [5.0], [0.1, 0.2, 0.3, 0.4], [1, 1, 1, 0], 0.5, what="OpenRLHF's example",
+    x = REWARDS.inputs
+    verify_rewards(ctx, x["scores"], x["kl"], x["mask"], x["kl_coef"], what="OpenRLHF's example",
                    cause="the score is not on the last real token, or the KL term's sign or coefficient is wrong")
     verify_rewards(ctx, [5.0, 1.0], [[0.1, 0.2, 0.3, 0.4], [0.0, 0.5, 0.5, 0.5]], [[1, 1, 1, 0], [0, 1, 1, 1]], 0.5,
                    what="OpenRLHF's example and a left-padded row")
-
-
-@st.composite
-def reward_cases(draw, dtype, padding=("right", "left", "both", "none"), interior=False, max_rows=4):
-    lengths = draw(st.lists(st.integers(1, 6), min_size=1, max_size=max_rows), label="lengths")
-    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2))
-    real = [{"kl": draw(st.lists(_floats(-5.0, 5.0), min_size=n, max_size=n))} for n in lengths]
-    rows = layout_rows(real, positions, width, _garbage_fill(draw))
-    scores = np.array(draw(st.lists(_floats(-10.0, 10.0), min_size=len(lengths), max_size=len(lengths))))
-    coef = float(draw(st.sampled_from([0.05, 0.5, 0.0]) | _floats(0.0, 1.0), label="kl_coef"))
-    return _rounded(scores, dtype), _rounded(rows.fields["kl"], dtype), rows.mask, coef
 
 
 @check("RLHF-REWARDS-SCORE-ON-LAST-REAL-TOKEN")
@@ -483,9 +354,10 @@ def rewards_score_on_last_real_token(ctx):
     mask = [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 1, 0, 1, 0]]
     verify_rewards(ctx, [1.0, 2.0, 3.0, 4.0], np.zeros((4, 5)), mask, 0.1,
                    what="EOS-terminated, length-truncated, left-padded and interior-masked rows (kl 0)", cause=cause)
-    verify_rewards(ctx, [1.0], [0.0, 0.0, 0.0, 0.0], [1, 1, 1, 0], 0.05, what="bug G4: [t0, t1, EOS, PAD]", cause=cause)
-    ctx.property(reward_cases(ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    x = REWARDS_G4.inputs
+    verify_rewards(ctx, x["scores"], x["kl"], x["mask"], x["kl_coef"], what="bug G4: [t0, t1, EOS, PAD]", cause=cause)
+    ctx.property(draws.reward_cases(dtype=ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-REWARDS-KL-PER-TOKEN")
@@ -493,8 +365,8 @@ def rewards_kl_per_token(ctx):
     """Each real token carries its own -kl_coef kl_t."""
     cause = "the KL penalty is not per token: summed into the score, or with the wrong sign"
     verify_rewards(ctx, [0.0, 0.0], [[0.5, -0.25, 1.0], [2.0, 0.0, 9.0]], [[1, 1, 1], [1, 1, 0]], 0.1, what="score 0", cause=cause)
-    ctx.property(reward_cases(ctx.dtype), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.reward_cases(dtype=ctx.dtype), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause), label="drawn",
+                 tier="autograd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,7 +397,7 @@ def aggregation_weights(mask, mode, num_tokens=None, norm_length=None, eps=0.0) 
 
 
 def call_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None):
-    args = {"per_token_loss": _rounded(np.atleast_2d(losses), ctx.dtype), "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
+    args = {"per_token_loss": rounded(np.atleast_2d(losses), ctx.dtype), "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
             "mode": mode}
     if num_tokens is not None:
         args["num_tokens"] = num_tokens
@@ -533,7 +405,7 @@ def call_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None):
         args["norm_length"] = norm_length
     call = ctx.call("aggregate_loss", args, array="torch", requires_grad=("per_token_loss",), shape=(), allow_nonfinite=True)
     shape = args["mask"].shape
-    grad = _gradient(call, "per_token_loss", shape[0] * shape[1]).reshape(shape)
+    grad = leaf_gradient(call, "per_token_loss", shape[0] * shape[1]).reshape(shape)
     return float(call.outputs[0]), grad, call, args
 
 
@@ -573,23 +445,14 @@ def verify_aggregate(ctx, losses, mask, mode, num_tokens=None, norm_length=None,
     return loss, grad, call, args
 
 
-WORKED_LOSSES = np.ones((2, 3))
-WORKED_MASK = np.array([[1, 0, 0], [1, 1, 1]], dtype=bool)
-WORKED = {  # mode -> (loss, weights): the worked example (verl 0.9.1 agg_loss gives the same)
-    "token-mean": (1.0, [[0.25, 0, 0], [0.25, 0.25, 0.25]]),
-    "seq-mean-token-mean": (1.0, [[0.5, 0, 0], [1 / 6, 1 / 6, 1 / 6]]),
-    "seq-mean-token-sum": (2.0, [[0.5, 0, 0], [0.5, 0.5, 0.5]]),
-    "seq-mean-token-sum-norm": (2 / 3, [[1 / 6, 0, 0], [1 / 6, 1 / 6, 1 / 6]]),
-}
-
-
-@st.composite
-def loss_cases(draw, dtype, *, min_rows=1, max_rows=4, max_length=6, padding=("right", "left", "both", "none"), interior=True):
-    lengths = draw(st.lists(st.integers(1, max_length), min_size=min_rows, max_size=max_rows), label="lengths")
-    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2))
-    real = [{"loss": draw(st.lists(_floats(-10.0, 10.0), min_size=n, max_size=n))} for n in lengths]
-    rows = layout_rows(real, positions, width, _garbage_fill(draw))
-    return _rounded(rows.fields["loss"], dtype), rows.mask
+# The worked example (verl 0.9.1 agg_loss gives the same): spec/contract/80_rlhf.toml, one known
+# answer per mode, and the same padded to width 6.
+_WORKED = [contract.known_answer(f"rlhf.aggregation-worked-{mode}") for mode in MODES]
+WORKED_LOSSES, WORKED_MASK = _WORKED[0].arrays()["per_token_loss"], _WORKED[0].arrays()["mask"]
+WORKED = {a.inputs["mode"]: (a.value("loss"), a.value("d loss / d per_token_loss")) for a in _WORKED}  # mode -> (loss, weights)
+WORKED_WIDE = contract.known_answer("rlhf.aggregation-worked-width-6")
+G12 = contract.known_answer("rlhf.aggregation-g12")
+G10 = [contract.known_answer(f"rlhf.aggregation-g10-{mode}") for mode in ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")]
 
 
 @check("RLHF-AGG-KNOWN-ANSWER")
@@ -606,10 +469,10 @@ def aggregation_known_answer(ctx):
             assert_close(grad, weights, 2 * u * 12 * np.abs(weights) + TINY, what=f"worked example ({mode}): d loss / d l", call=call.code)
     if "seq-mean-token-sum-norm" not in modes:
         return
-    wide = np.concatenate([WORKED_MASK, np.zeros((2, 3), dtype=bool)], axis=1)
-    loss, grad, call, _ = verify_aggregate(ctx, np.concatenate([WORKED_LOSSES, np.full((2, 3), 5.0)], axis=1), wide,
-                                           "seq-mean-token-sum-norm", what="worked example padded to width 6")
-    assert_close(loss, 1 / 3, 2 * call.unit_roundoff * 16 / 3 + TINY, what="width 6, seq-mean-token-sum-norm: loss", call=call.code)
+    wide = WORKED_WIDE.arrays()
+    loss, grad, call, _ = verify_aggregate(ctx, wide["per_token_loss"], wide["mask"], wide["mode"], what="worked example padded to width 6")
+    value = WORKED_WIDE.value("loss")
+    assert_close(loss, value, 2 * call.unit_roundoff * 16 * value + TINY, what="width 6, seq-mean-token-sum-norm: loss", call=call.code)
 
 
 @check("RLHF-AGG-GRADIENT-WEIGHTS")
@@ -617,21 +480,13 @@ def aggregation_gradient_weights(ctx):
     """Every mode's exact per-token weights on drawn batches, with and without num_tokens / norm_length."""
     modes = aggregation_modes(ctx)
 
-    @st.composite
-    def drawn(draw):
-        losses, mask = draw(loss_cases(ctx.dtype))
-        mode = draw(st.sampled_from(modes), label="mode")
-        num_tokens = draw(st.none() | st.integers(1, 64), label="num_tokens") if mode == "token-mean" else None
-        norm_length = draw(st.none() | st.integers(1, 64), label="norm_length") if mode == "seq-mean-token-sum-norm" else None
-        return losses, mask, mode, num_tokens, norm_length
-
     def verify(case):
         verify_aggregate(ctx, *case, what="drawn batch")
 
     for mode in modes:
         verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool), mode,
                 8 if mode == "token-mean" else None, 16 if mode == "seq-mean-token-sum-norm" else None))
-    ctx.property(drawn(), verify, label="drawn", max_examples=2 * drawn_examples(ctx))
+    ctx.property(draws.aggregation_cases(dtype=ctx.dtype, modes=modes), verify, label="drawn", tier="autograd-weights")
 
 
 @check("RLHF-AGG-MICROBATCH-INVARIANT")
@@ -657,15 +512,8 @@ def aggregation_microbatch_invariant(ctx):
                      call=call.code, cause=cause)
 
     # bug G12: micro-batch 1 one token with loss 4, micro-batch 2 three tokens with loss 0: full mean 1.
-    verify(np.array([[4.0, 9.0, 9.0], [0.0, 0.0, 0.0]]), np.array([[1, 0, 0], [1, 1, 1]], dtype=bool), (1,))
-
-    @st.composite
-    def drawn(draw):
-        losses, mask = draw(loss_cases(ctx.dtype, min_rows=2))
-        cuts = sorted(set(draw(st.lists(st.integers(1, len(mask) - 1), min_size=1, max_size=2))))
-        return losses, mask, tuple(cuts)
-
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=drawn_examples(ctx))
+    verify(G12.arrays()["per_token_loss"], G12.arrays()["mask"], (1,))
+    ctx.property(draws.microbatch_cases(dtype=ctx.dtype), lambda d: verify(*d), label="drawn", tier="autograd")
 
 
 @check("RLHF-AGG-WIDTH-INDEPENDENT")
@@ -688,13 +536,7 @@ def aggregation_width_independent(ctx):
                              cause="the default norm_length is not the padded width L (the protocol's declared default)")
 
     verify(WORKED_LOSSES, WORKED_MASK, 3, 3)
-
-    @st.composite
-    def drawn(draw):
-        losses, mask = draw(loss_cases(ctx.dtype, padding=("right", "none"), interior=False))
-        return losses, mask, draw(st.integers(1, 4)), draw(st.integers(1, 32))
-
-    ctx.property(drawn(), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+    ctx.property(draws.widened_cases(dtype=ctx.dtype), lambda d: verify(*d), label="drawn", tier="enumeration")
 
 
 @check("RLHF-AGG-LENGTH-BIAS")
@@ -703,12 +545,10 @@ def aggregation_length_bias(ctx):
     cause = "seq-mean-token-mean and token-mean are swapped: the length bias (weight 1/(B n_b)) is missing or misplaced"
     aggregation_modes(ctx, "seq-mean-token-mean")  # the clause is about this mode's weights
     modes = aggregation_modes(ctx)
-    mask = np.zeros((2, 10), dtype=bool)
-    mask[0, :2] = True
-    mask[1, :] = True
-    losses = np.where(np.arange(10)[None, :] < np.array([[2], [10]]), np.array([[-1.0], [1.0]]), 0.0)  # -A per token
-    for mode, norm, weights in [("seq-mean-token-mean", None, (1 / 4, 1 / 20)), ("token-mean", None, (1 / 12, 1 / 12)),
-                                ("seq-mean-token-sum-norm", 16, (1 / 32, 1 / 32))]:
+    for answer in G10:  # losses -A per token
+        x = answer.arrays()
+        losses, mask, mode, norm = x["per_token_loss"], x["mask"], x["mode"], x.get("norm_length")
+        weights = answer.value("d loss / d per_token_loss at each row's real tokens")
         if mode not in modes:
             continue
         _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bug G10", cause=cause)
@@ -716,14 +556,8 @@ def aggregation_length_bias(ctx):
             expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
             assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bug G10 weights ({mode})",
                          call=call.code, cause=cause)
-
-    @st.composite
-    def drawn(draw):
-        losses, mask = draw(loss_cases(ctx.dtype, min_rows=2))
-        return losses, mask
-
-    ctx.property(drawn(), lambda d: verify_aggregate(ctx, *d, "seq-mean-token-mean", what="drawn rows of different lengths", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.unequal_rows(dtype=ctx.dtype), lambda d: verify_aggregate(ctx, *d, "seq-mean-token-mean", what="drawn rows of different lengths", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-AGG-MASKED-ZERO-GRADIENT")
@@ -737,7 +571,7 @@ def aggregation_masked_zero_gradient(ctx):
             verify_aggregate(ctx, losses, mask, mode, what="garbage at masked positions", cause=cause)
 
     verify(np.array([[1.0, 1e6, -1e6], [1.0, 1.0, 1.0]]), WORKED_MASK)
-    ctx.property(loss_cases(ctx.dtype), lambda d: verify(*d), label="drawn", max_examples=max(2, drawn_examples(ctx) // 2))
+    ctx.property(draws.loss_cases(dtype=ctx.dtype), lambda d: verify(*d), label="drawn", tier="enumeration")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -750,9 +584,9 @@ def _ppo_conv(clip_high, dual_clip) -> ClipRange:
 
 def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):
     args = {
-        "logp_new": _rounded(np.atleast_2d(logp_new), ctx.dtype),
-        "logp_old": _rounded(np.atleast_2d(logp_old), ctx.dtype),
-        "advantages": _rounded(np.atleast_2d(advantages), ctx.dtype),
+        "logp_new": rounded(np.atleast_2d(logp_new), ctx.dtype),
+        "logp_old": rounded(np.atleast_2d(logp_old), ctx.dtype),
+        "advantages": rounded(np.atleast_2d(advantages), ctx.dtype),
         "mask": np.atleast_2d(np.asarray(mask, dtype=bool)),
         "clip_low": float(clip_low),
         "clip_high": float(clip_high),
@@ -761,7 +595,7 @@ def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_hig
         args["dual_clip"] = float(dual_clip)
     call = ctx.call("token_ppo_loss", args, array="torch", requires_grad=("logp_new",), shape=(), allow_nonfinite=True)
     shape = args["mask"].shape
-    return float(call.outputs[0]), _gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
+    return float(call.outputs[0]), leaf_gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
 
 
 def ppo_expected(args, clamp, u):
@@ -837,9 +671,20 @@ def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, d
     return loss, grad, call, args
 
 
-# The clip gradient table per token: (A, r, loss, d loss / d logp_new) for one token, clip 0.2.
-TOKEN_TABLE = [(2.0, 0.5, -1.0, -1.0), (2.0, 1.0, -2.0, -2.0), (2.0, 1.5, -2.4, 0.0),
-               (-2.0, 0.5, 1.6, 0.0), (-2.0, 1.0, 2.0, 2.0), (-2.0, 1.5, 3.0, 3.0)]
+def token_table(answer_id: str):
+    """A known answer of token_ppo_loss (spec/contract/80_rlhf.toml) as rows (A, r, loss, d loss / d logp_new),
+    one per token: the loss is a sum, so each token's numbers are its own."""
+    answer = contract.known_answer(answer_id)
+    x = answer.inputs
+    ratio = answer.derived.get("ratio") or np.exp(np.subtract(x["logp_new"], x["logp_old"])).tolist()
+    columns = [x["advantages"], ratio, answer.value("loss of each token"), answer.value("d loss / d logp_new")]
+    return [row for rows in zip(*columns) for row in zip(*rows)]
+
+
+TOKEN_TABLE = token_table("rlhf.token-gradient-table")  # the clip gradient table per token, clip 0.2
+ASYMMETRIC_TABLE = token_table("rlhf.asymmetric-clip")  # clip_low 0.2, clip_high 0.28
+DUAL_TABLE, NO_DUAL_TABLE = token_table("rlhf.dual-clip"), token_table("rlhf.no-dual-clip")  # c = 3
+UNCLAMPED = token_table("rlhf.unclamped-log-ratio")
 
 
 def exact_token(ctx, A, r, loss_value, grad_value, clip_low=0.2, clip_high=0.2, dual_clip=None, *, what):
@@ -850,31 +695,6 @@ def exact_token(ctx, A, r, loss_value, grad_value, clip_low=0.2, clip_high=0.2, 
         _, _, _, loss_tol, grad_tol = ppo_expected(args, ctx.convention("log_ratio_clamp"), call.unit_roundoff)
         assert_close(loss, loss_value, 2 * loss_tol, what=f"{what}: loss", call=call.code)
         assert_close(grad.reshape(-1), [grad_value], 2 * grad_tol, what=f"{what}: d loss / d logp_new", call=call.code)
-
-
-@st.composite
-def ppo_cases(draw, dtype, *, log_ratio=_floats(-3.0, 3.0), logp_old=_floats(-50.0, 0.0), advantage=None, dual=False,
-              padding=("right", "left", "both", "none"), interior=True, clip=None):
-    advantage = advantage or (st.sampled_from([2.0, -2.0, 1.0, -1.0, 0.0]) | _floats(-100.0, 100.0))
-    lengths = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3), label="lengths")
-    positions, width = draw(row_layouts(lengths, padding=padding, interior=interior and min(lengths) >= 2, extra=2))
-    real = []
-    for n in lengths:
-        old = np.array(draw(st.lists(logp_old, min_size=n, max_size=n)))
-        x = np.array(draw(st.lists(log_ratio, min_size=n, max_size=n)))
-        real.append({"old": _rounded(old, dtype), "new": _rounded(_rounded(old, dtype) + x, dtype),
-                     "A": draw(st.lists(advantage, min_size=n, max_size=n))})
-    garbage = {"old": _floats(-50.0, 1.0), "new": _floats(-50.0, 1.0), "A": _floats(-1e3, 1e3)}
-    table: dict = {}
-
-    def fill(name, b, t):
-        return table.setdefault((name, b, t), float(draw(garbage[name])))
-
-    rows = layout_rows(real, positions, width, fill)
-    clip_low, clip_high = clip if clip is not None else (float(draw(_floats(0.01, 0.5))), float(draw(_floats(0.01, 0.5))))
-    c = float(draw(_floats(1.0 + clip_high + 0.05, 10.0))) if dual else None
-    f = rows.fields
-    return _rounded(f["new"], dtype), _rounded(f["old"], dtype), _rounded(f["A"], dtype), rows.mask, clip_low, clip_high, c
 
 
 @check("RLHF-PPO-TOKEN-GRADIENT-TABLE")
@@ -891,31 +711,30 @@ def ppo_token_gradient_table(ctx):
     if ctx.convention("log_ratio_clamp") is None or ctx.convention("log_ratio_clamp") > 1.0:
         assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (clip gradient table)",
                      call=call.code, cause=cause)
-    ctx.property(ppo_cases(ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
+                 tier="autograd")
 
 
 @check("RLHF-PPO-ASYMMETRIC-CLIP")
 def ppo_asymmetric_clip(ctx):
     """clip_low 0.2, clip_high 0.28: A = 2, r = 1.25 -> -2.5; r = 1.3 -> 0; A = -2, r = 0.79 -> 0; r = 1.25 -> 2.5."""
     cause = "the clip range is not [1 - clip_low, 1 + clip_high]: clip_high ignored or the bounds swapped"
-    for A, r, value, gradient in [(2.0, 1.25, -2.5, -2.5), (2.0, 1.3, -2.56, 0.0), (-2.0, 0.79, 1.6, 0.0), (-2.0, 1.25, 2.5, 2.5),
-                                  (2.0, 0.7, -1.4, -1.4), (-2.0, 0.85, 1.7, 1.7)]:
+    for A, r, value, gradient in ASYMMETRIC_TABLE:
         exact_token(ctx, A, r, value, gradient, 0.2, 0.28, what=f"clip_low 0.2, clip_high 0.28, A = {A}, r = {r}")
-    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-1.0, 1.0)), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-1.0, 1.0)), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-DUAL-CLIP")
 def ppo_dual_clip(ctx):
     """c = 3: A = -2, r = 3.5 and 4 -> loss 6, gradient 0; r = 2 live; A > 0 untouched; without c, r = 3.5 -> 7, 7."""
     cause = "the dual clip is applied to positive advantages, or not applied"
-    for A, r, value, gradient in [(-2.0, 3.5, 6.0, 0.0), (-2.0, 4.0, 6.0, 0.0), (-2.0, 2.0, 4.0, 4.0), (2.0, 0.5, -1.0, -1.0),
-                                  (2.0, 4.0, -2.4, 0.0), (2.0, 1.0, -2.0, -2.0), (-2.0, 0.5, 1.6, 0.0)]:
+    for A, r, value, gradient in DUAL_TABLE:
         exact_token(ctx, A, r, value, gradient, 0.2, 0.2, 3.0, what=f"dual_clip 3, A = {A}, r = {r}")
-    exact_token(ctx, -2.0, 3.5, 7.0, 7.0, what="no dual_clip, A = -2, r = 3.5")
-    ctx.property(ppo_cases(ctx.dtype, dual=True), lambda d: verify_ppo(ctx, *d, what="drawn batch with a dual clip", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    for A, r, value, gradient in NO_DUAL_TABLE:
+        exact_token(ctx, A, r, value, gradient, what=f"no dual_clip, A = {A:g}, r = {r:g}")
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype, dual=True), lambda d: verify_ppo(ctx, *d, what="drawn batch with a dual clip", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-MASKED-TOKENS")
@@ -924,8 +743,8 @@ def ppo_masked_tokens(ctx):
     cause = "the mask is not applied to the per-token loss: padding tokens enter the sum"
     verify_ppo(ctx, [[math.log(0.5), -30.0, 1.0], [0.0, math.log(1.5), -45.0]], [[0.0, 1.0, -40.0], [0.0, 0.0, 1.0]],
                [[2.0, 900.0, -1e3], [-2.0, -2.0, 3.0]], [[1, 0, 0], [1, 1, 0]], 0.2, 0.2, what="TRL-style padding", cause=cause)
-    ctx.property(ppo_cases(ctx.dtype, dual=False), lambda d: verify_ppo(ctx, *d, what="drawn batch, garbage at masked tokens", cause=cause),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype, dual=False), lambda d: verify_ppo(ctx, *d, what="drawn batch, garbage at masked tokens", cause=cause),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-RATIO-LOG-SPACE")
@@ -940,8 +759,8 @@ def ppo_ratio_log_space(ctx):
 
     verify([[-1000.0]], [[-1000.1]], [[1.0]], [[True]], 0.2, 0.2)
     verify([[-1000.0, -2000.0, -745.0]], [[-1000.1, -2000.05, -745.2]], [[1.0, -1.0, 0.5]], [[1, 1, 1]], 0.2, 0.28)
-    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-0.5, 0.5), logp_old=_floats(-5000.0, -700.0)), lambda d: verify(*d),
-                 label="drawn", max_examples=drawn_examples(ctx))
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-0.5, 0.5), logp_old=normal_floats(-5000.0, -700.0)), lambda d: verify(*d),
+                 label="drawn", tier="autograd")
 
 
 @check("RLHF-PPO-LOG-RATIO-CLAMP")
@@ -955,10 +774,11 @@ def ppo_log_ratio_clamp(ctx):
     for A, x in rows:
         verify_ppo(ctx, [[x]], [[0.0]], [[A]], [[True]], 0.2, 0.2, what=f"A = {A}, log r = {x}", cause=cause)
     if K is None:
-        exact_token(ctx, -2.0, math.exp(25.0), 2 * math.exp(25.0), 2 * math.exp(25.0), what="A = -2, log r = 25")
+        for A, r, value, gradient in UNCLAMPED:
+            exact_token(ctx, A, r, value, gradient, what=f"A = {A:g}, log r = {math.log(r):g}")
     verify_ppo(ctx, [[x - 3.0 for _, x in rows]], [[-3.0] * 4], [[A for A, _ in rows]], [[1, 1, 1, 1]], 0.2, 0.2,
                what="all four as one row", cause=cause)
     span = 40.0 if K is None else K + 10.0
-    ctx.property(ppo_cases(ctx.dtype, log_ratio=_floats(-span, span), interior=False),
+    ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-span, span), interior=False),
                  lambda d: verify_ppo(ctx, *d, what="drawn batch, large log-ratios", cause=cause), label="drawn",
-                 max_examples=drawn_examples(ctx))
+                 tier="autograd")

@@ -31,6 +31,11 @@ from hypothesis.extra import numpy as hnp
 
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
+from ..strategies import real_arrays, rounded
+from ..strategies import trust_region as draws
+from ..strategies.trust_region import with_spectrum
+from ..tolerances import TINY, U64
+from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
 # declared conventions
@@ -85,17 +90,6 @@ def declared(ctx) -> str:
     return text
 
 
-def examples(ctx, *, costly: bool = False) -> int:
-    """Drawn examples per property. The known answers (run first, on every seed) are what catch the
-    chapter's mutants; the drawn examples add breadth. At ``quick`` the chapter's share of a pre-commit
-    run (about a second for both chapters) leaves 3 per property (2 for trpo_update, whose reference
-    runs a CG of double-backward products and whose oracle takes Jacobians); other profiles get their
-    full count (a third for trpo_update)."""
-    if ctx.profile.name == "quick":
-        return 2 if costly else 3
-    return max(4, ctx.profile.max_examples // 3) if costly else ctx.profile.max_examples
-
-
 # ---------------------------------------------------------------------------------------------
 # the callables handed to the candidate
 
@@ -144,57 +138,6 @@ def matvec(A: np.ndarray, name: str = "A") -> SuiteFunction:
 
 # ---------------------------------------------------------------------------------------------
 # SPD systems
-
-
-def rotation(n: int) -> np.ndarray:
-    """A fixed orthogonal matrix: the Householder reflection of w = (1, 2, ..., n)."""
-    w = np.arange(1.0, n + 1.0)
-    return np.eye(n) - 2.0 * np.outer(w, w) / (w @ w)
-
-
-def with_spectrum(eigenvalues, Q=None) -> np.ndarray:
-    eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
-    Q = rotation(len(eigenvalues)) if Q is None else Q
-    A = (Q * eigenvalues) @ Q.T
-    return (A + A.T) / 2
-
-
-@st.composite
-def spd_matrices(draw, *, n=st.integers(1, 8), max_condition: float = 1e6, scale=(-2.0, 2.0)):
-    """Symmetric positive definite matrices with condition number up to ``max_condition``: the extreme
-    eigenvalues s and s kappa, the others log-uniform between, in a drawn orthonormal basis."""
-    size = draw(n, label="n")
-    log_kappa = draw(st.floats(0.0, math.log10(max_condition)), label="log10 condition")
-    fractions = draw(hnp.arrays(np.float64, size, elements=st.floats(0.0, 1.0)), label="eigenvalue positions")
-    eigenvalues = 10.0 ** (log_kappa * fractions)
-    eigenvalues[0] = 1.0
-    if size > 1:
-        eigenvalues[-1] = 10.0**log_kappa
-    s = 10.0 ** draw(st.floats(*scale), label="log10 scale")
-    basis = draw(hnp.arrays(np.float64, (size, size), elements=st.floats(-1.0, 1.0)), label="basis")
-    Q, _ = np.linalg.qr(basis + np.eye(size) * 1e-3)
-    return with_spectrum(s * eigenvalues, Q)
-
-
-def flush(a: np.ndarray) -> np.ndarray:
-    """Magnitudes below 1e-6 set to 0: a float32 run rounds the inputs, and a value that underflows there (or
-    runs into subnormals) tests the dtype, not the clause."""
-    return np.where(np.abs(a) < 1e-6, 0.0, a)
-
-
-def reals(low: float, high: float):
-    """Floats in [low, high], flushed as above."""
-    return st.floats(low, high, allow_subnormal=False).map(lambda x: float(flush(np.float64(x))))
-
-
-def real_arrays(shape, low: float, high: float):
-    """float64 arrays of ``shape`` (an int, tuple or strategy) with elements in [low, high], flushed as above
-    (the flush is applied to the whole array: per-element mapped strategies draw several times slower)."""
-    return hnp.arrays(np.float64, shape, elements=st.floats(low, high, allow_subnormal=False)).map(flush)
-
-
-def vectors(n: int, *, max_abs: float = 10.0, min_norm: float = 1e-3):
-    return real_arrays(n, -max_abs, max_abs).filter(lambda v: np.linalg.norm(v) >= min_norm)
 
 
 def condition(A: np.ndarray) -> tuple[float, float, float]:
@@ -246,17 +189,22 @@ def natural_step_errors(P, u: float, g_norm: float = 1.0, stop: float = 0.0) -> 
     k = CG_STEPS_PER_DIM * n
     rho = 4.0 * k * u * kappa + math.sqrt(stop) / max(g_norm, 1e-300)
     eps_dir = math.sqrt(kappa) * rho
-    u64 = 2.0**-53
-    eps_kl = 2.0 * kappa * rho + (2 * n + 8) * u * math.sqrt(n) * kappa + (2 * n + 4) * u64 * math.sqrt(n) * kappa
+    eps_kl = 2.0 * kappa * rho + (2 * n + 8) * u * math.sqrt(n) * kappa + (2 * n + 4) * U64 * math.sqrt(n) * kappa
     return eps_dir, eps_kl
 
 
 # ---------------------------------------------------------------------------------------------
 # conjugate gradient
 
+def known_system(answer_id: str):
+    """A conjugate_gradient known answer's (A, b) (spec/contract/50_trpo.toml: matvec holds A)."""
+    x = contract.known_answer(answer_id).arrays()
+    return np.asarray(x["matvec"], dtype=np.float64), x["b"]
+
+
 CG_KNOWN = [
     # x = (1/11, 7/11); kappa = 1.94. Steepest descent (no conjugation) is still 1e-3 off after 6 steps.
-    (np.array([[4.0, 1.0], [1.0, 3.0]]), np.array([1.0, 2.0])),
+    known_system("trpo.cg-2x2"),
     # kappa = 1e6 in a rotated basis: the clause's worst conditioning.
     (with_spectrum([1.0, 1e6]), np.array([1.0, 1.0])),
     # five eigenvalues over six decades, rotated; b not aligned with any eigenvector.
@@ -293,12 +241,7 @@ def cg_solves_spd(ctx):
     for A, b in CG_KNOWN:
         verify(A, b)
 
-    @st.composite
-    def systems(draw):
-        A = draw(spd_matrices())
-        return A, draw(vectors(A.shape[0]), label="b")
-
-    ctx.property(systems(), lambda s: verify(*s), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.spd_systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,7 +267,7 @@ class Policy:
 
     def rounded(self, dtype) -> "Policy":
         """The same policy with features representable in ``dtype`` (the candidate casts them to it)."""
-        features = self.features.astype(dtype).astype(np.float64)
+        features = rounded(self.features, dtype)
         return self if np.array_equal(features, self.features) else Policy(self.kind, features, self.size)
 
     def __repr__(self) -> str:
@@ -373,7 +316,7 @@ def exact_fisher(policy: Policy, theta: np.ndarray) -> tuple[np.ndarray, np.ndar
 def fvp_tolerance(policy: Policy, magnitude, v, damp: float, u: float) -> np.ndarray:
     K = policy.size + 1
     c = policy.n_params + 2 * K + policy.batch + 20
-    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + 1e-300
+    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + TINY
 
 
 FVP_KNOWN = [
@@ -393,8 +336,7 @@ def fvp_equals_fisher(ctx):
 
     def verify(policy, theta, v):
         policy = policy.rounded(ctx.dtype)
-        theta = theta.astype(ctx.dtype).astype(np.float64)
-        v = v.astype(ctx.dtype).astype(np.float64)
+        theta, v = rounded(theta, ctx.dtype), rounded(v, ctx.dtype)
         call = ctx.call("fisher_vector_product", {"policy": policy, "params": theta, "v": v}, array="torch",
                         shape=(policy.n_params,))
         F, magnitude = exact_fisher(policy, theta)
@@ -421,18 +363,8 @@ def fvp_equals_fisher(ctx):
         if policy.kind in kinds:
             verify(policy, theta, v)
 
-    @st.composite
-    def cases(draw):
-        kind = draw(st.sampled_from(kinds), label="family")
-        B, m = draw(st.integers(1, 4), label="B"), draw(st.integers(1, 3), label="m")
-        size = draw(st.integers(2, 4) if kind == "categorical" else st.integers(1, 3), label="actions / dims")
-        features = draw(real_arrays((B, m), -2.0, 2.0), label="features")
-        policy = Policy(kind, features, size)
-        theta = draw(real_arrays(policy.n_params, -1.5, 1.5), label="params")
-        v = draw(real_arrays(policy.n_params, -2.0, 2.0), label="v")
-        return policy, theta, v
-
-    ctx.property(cases(), lambda c: verify(*c), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.policy_points(families=kinds), lambda c: verify(Policy(*c[:3]), *c[3:]), label="drawn",
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +373,7 @@ def fvp_equals_fisher(ctx):
 
 def run_natural_step(ctx, F, g, max_kl):
     n = len(g)
-    g = g.astype(ctx.dtype).astype(np.float64)
+    g = rounded(g, ctx.dtype)
     fvp = matvec(F, "F")
     call = ctx.call("natural_step", {"grad": g, "fvp": fvp, "max_kl": max_kl, "cg_iters": CG_STEPS_PER_DIM * n},
                     shape=(n,))
@@ -450,8 +382,14 @@ def run_natural_step(ctx, F, g, max_kl):
 
 # E4's smallest input: F = diag(1, 100), g = (1, 1), max_kl = 0.01. The natural step
 # is (0.1407, 0.0014); a plain-gradient step scaled to the budget is (0.0199, 0.0199) (undamped).
+def known_step(answer_id: str):
+    """A natural_step known answer's (F, g, max_kl) (fvp holds F)."""
+    x = contract.known_answer(answer_id).arrays()
+    return np.asarray(x["fvp"], dtype=np.float64), x["grad"], x["max_kl"]
+
+
 STEP_KNOWN = [
-    (np.diag([1.0, 100.0]), np.array([1.0, 1.0]), 0.01),
+    known_step("trpo.natural-step-e4"),
     (with_spectrum([0.5, 3.0, 40.0]), np.array([1.0, -0.5, 2.0]), 0.05),
     (np.array([[2.0, 0.9], [0.9, 1.0]]), np.array([-1.0, 0.25]), 1.0),
 ]
@@ -459,14 +397,6 @@ STEP_KNOWN = [
 
 def damped(F, damp):
     return F + damp * np.eye(F.shape[0])
-
-
-@st.composite
-def step_problems(draw, max_condition: float = 100.0):
-    F = draw(spd_matrices(n=st.integers(1, 6), max_condition=max_condition, scale=(-1.0, 1.0)))
-    g = draw(vectors(F.shape[0], max_abs=5.0, min_norm=1e-2), label="grad")
-    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
-    return F, g, max_kl
 
 
 @check("TRPO-NATURAL-STEP-DIRECTION")
@@ -483,7 +413,7 @@ def natural_step_direction(ctx):
         along = (step @ P @ x) / (x @ P @ x)
         parallel = along * x
         size = math.sqrt(max(step @ P @ step, 0.0))
-        tol = eps_dir * size / math.sqrt(lam_min) + 1e-300
+        tol = eps_dir * size / math.sqrt(lam_min) + TINY
         if step @ g <= 0:
             raise ClauseFailure(
                 f"natural_step: the step does not ascend the surrogate (g'step = {step @ g:.6g} <= 0); expected a positive "
@@ -510,7 +440,7 @@ def natural_step_direction(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-NATURAL-STEP-KL-BUDGET")
@@ -543,7 +473,7 @@ def natural_step_kl_budget(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
-    ctx.property(step_problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # Invariance. theta = M phi maps the problem (g, F) to (M'g, M'F M). The exact steps satisfy
@@ -571,11 +501,11 @@ def natural_step_invariance(ctx):
     def verify(F, g, max_kl, M):
         if damp > 0:  # declared damping: only orthogonal reparameterisations leave F + damping I covariant
             M, _ = np.linalg.qr(M)
-        g = g.astype(ctx.dtype).astype(np.float64)
+        g = rounded(g, ctx.dtype)
         step_theta, g, call_theta = run_natural_step(ctx, F, g, max_kl)
         F_phi = M.T @ F @ M
         F_phi = (F_phi + F_phi.T) / 2
-        g_phi = (M.T @ g).astype(ctx.dtype).astype(np.float64)
+        g_phi = rounded(M.T @ g, ctx.dtype)
         step_phi, g_phi, call_phi = run_natural_step(ctx, F_phi, g_phi, max_kl)
         P_theta, P_phi = damped(F, damp), damped(F_phi, damp)
         lam_min, _, _ = condition(P_theta)
@@ -583,9 +513,9 @@ def natural_step_invariance(ctx):
         e_dir_t, e_kl_t = natural_step_errors(P_theta, call_theta.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
         e_dir_p, e_kl_p = natural_step_errors(P_phi, call_phi.unit_roundoff, np.linalg.norm(g_phi), cg_stop(ctx))
         u = max(call_theta.unit_roundoff, call_phi.unit_roundoff)
-        rounding_phi = kappa_phi * 2 * len(g) * 2.0**-53 * float(np.linalg.cond(M)) ** 2 + 2 * u * math.sqrt(kappa_phi)
+        rounding_phi = kappa_phi * 2 * len(g) * U64 * float(np.linalg.cond(M)) ** 2 + 2 * u * math.sqrt(kappa_phi)
         eps = e_dir_t + e_kl_t + e_dir_p + e_kl_p + rounding_phi
-        tol = eps * math.sqrt(2 * max_kl) / math.sqrt(lam_min) + 1e-300
+        tol = eps * math.sqrt(2 * max_kl) / math.sqrt(lam_min) + TINY
 
         def diagnose(actual):
             if np.allclose(step_theta / np.linalg.norm(step_theta), g / np.linalg.norm(g), atol=1e-6):
@@ -599,15 +529,7 @@ def natural_step_invariance(ctx):
     for F, g, max_kl, M in INVARIANCE_KNOWN:
         verify(F, g, max_kl, M)
 
-    @st.composite
-    def problems(draw):
-        F, g, max_kl = draw(step_problems(max_condition=30.0))
-        n = F.shape[0]
-        M = draw(hnp.arrays(np.float64, (n, n), elements=st.floats(-1.0, 1.0)), label="M") + 2.0 * np.eye(n)
-        assume(np.linalg.cond(M) <= 4.0)
-        return F, g, max_kl, M
-
-    ctx.property(problems(), lambda p: verify(*p), label="drawn", max_examples=examples(ctx))
+    ctx.property(draws.reparameterised_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,7 +553,7 @@ class Scenario:
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
 
     def rounded(self, dtype) -> "Scenario":
-        cast = lambda v: v.astype(dtype).astype(np.float64)
+        cast = lambda v: rounded(v, dtype)
         return Scenario(cast(self.x0), cast(self.f), self.a, self.b, self.c, self.d, self.max_kl, self.max_backtracks, self.offset)
 
     def t(self, x) -> float:
@@ -719,7 +641,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     t_exp = 0.0 if t_expected is None else t_expected
     k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
     expected = scenario.x0 + t_exp * scenario.f
-    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + 1e-300
+    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + TINY
     if t_expected is None:  # x0 may be restored by undoing the last trial, x0 + t f - t f (t <= 1): two
         tol = tol + 4 * u * np.abs(scenario.f)  # more roundings of at most u (|x0| + |f|) each
 
@@ -756,25 +678,19 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     return True
 
 
-LINE_SEARCH_KNOWN = [
-    # KL binds at the full step (kl 0.03 > 0.01), the half step qualifies (0.0075).
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.03, d=0.0, max_kl=0.01, max_backtracks=10),
-    # The surrogate binds: it falls at t = 1 (gain -0.5) and rises at t = 0.5 (+0.125); the KL never binds.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=-1.5, c=0.001, d=0.0, max_kl=0.01, max_backtracks=10),
-    # Both: t = 1 and 0.5 lose, t = 0.25 gains 0.0625 with kl 0.00125.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=-3.0, c=0.02, d=0.0, max_kl=0.01, max_backtracks=10),
-    # The full step qualifies.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=0.005, d=0.0, max_kl=0.01, max_backtracks=10),
-]
+def known_scenario(answer_id: str) -> Scenario:
+    """A line_search known answer (spec/contract/50_trpo.toml) as the suite's scenario: the surrogate and kl
+    inputs hold its coefficients."""
+    x = contract.known_answer(answer_id).inputs
+    s, k = x["surrogate"], x["kl"]
+    return Scenario(x["x0"], x["fullstep"], s["a"], s["b"], k["c"], k["d"], x["max_kl"], x["max_backtracks"], s["offset"])
 
-LINE_SEARCH_FAILURES = [
-    # bug E1's smallest input: one trial and a budget no step meets -> x0.
-    Scenario([0.5, -1.0, 2.0], [0.25, 0.5, -1.0], a=1.0, b=0.0, c=1.0, d=0.0, max_kl=1e-12, max_backtracks=1),
-    # The surrogate never improves.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=-1.0, b=0.0, c=0.0, d=0.0, max_kl=0.01, max_backtracks=5),
-    # The KL is too large at every trial of ten.
-    Scenario([1.0, 0.0], [-0.5, 2.0], a=1.0, b=0.0, c=1e6, d=0.0, max_kl=1e-3, max_backtracks=10),
-]
+
+# The KL binds, the surrogate binds, both, neither (the full step qualifies).
+LINE_SEARCH_KNOWN = [known_scenario(f"trpo.line-search-{name}") for name in ("kl-binds", "surrogate-binds", "both-bind", "full-step")]
+# No trial qualifies: bug E1's smallest input (one trial, a budget no step meets), a surrogate that never
+# improves, a KL too large at every trial of ten.
+LINE_SEARCH_FAILURES = [known_scenario(f"trpo.line-search-{name}") for name in ("e1-restore", "never-improves", "kl-always-too-large")]
 
 # With a declared accept ratio (fullstep an ascent direction, a > 0):
 ACCEPT_RATIO_KNOWN = [
@@ -800,39 +716,13 @@ def known_scenarios(ctx, *, failures: bool):
     return ascent(LINE_SEARCH_KNOWN) + ACCEPT_RATIO_KNOWN + LINE_SEARCH_FAILURES[:1]
 
 
-@st.composite
-def scenarios(draw, *, failing: bool = False, ascent: bool = False, beta: float = 0.5):
-    """``ascent``: a > 0 (a declared accept ratio); a failing scenario then falls at every trial
-    (b t < -a for t >= beta^(max_backtracks - 1)) or exceeds the KL at every trial."""
-    n = draw(st.integers(1, 4), label="n")
-    x0 = draw(real_arrays(n, -4.0, 4.0), label="x0")
-    f = draw(vectors(n, max_abs=4.0, min_norm=1e-2), label="fullstep")
-    max_kl = 10.0 ** draw(st.floats(-4.0, 0.0), label="log10 max_kl")
-    max_backtracks = draw(st.integers(1, 10), label="max_backtracks")
-    a = draw(st.floats(-1.0, 1.0), label="a")
-    b = draw(st.floats(-4.0, 1.0), label="b")
-    c = max_kl * 10.0 ** draw(st.floats(-2.0, 3.0), label="log10 c / max_kl")
-    d = max_kl * draw(st.floats(0.0, 10.0), label="d / max_kl")
-    if ascent:
-        a = abs(a) + 1e-3
-    if failing:  # no trial can qualify: the surrogate never rises, or the KL exceeds max_kl at every trial
-        if draw(st.booleans(), label="never improves"):
-            if ascent:
-                b = -a / beta ** (max_backtracks - 1) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 fall")
-            else:
-                a, b = -abs(a) - 1e-3, -abs(b)
-        else:
-            c = max_kl * 2.0 ** (2 * max_backtracks) * 10.0 ** draw(st.floats(0.1, 2.0), label="log10 excess")
-    return Scenario(x0, f, a, b, c, d, max_kl, max_backtracks)
-
-
 @check("TRPO-LINE-SEARCH-RULE")
 def line_search_rule(ctx):
     """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
     for scenario in known_scenarios(ctx, failures=False):
         verify_line_search(ctx, scenario)
-    drawn = scenarios(ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
-    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, s)), label="drawn", max_examples=examples(ctx))
+    drawn = draws.line_searches(ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
+    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s))), label="drawn", tier="known-answers-first")
 
 
 @check("TRPO-LINE-SEARCH-RESTORES-ON-FAILURE")
@@ -840,9 +730,9 @@ def line_search_restores(ctx):
     """When no trial improves the surrogate within the KL budget the line search returns x0 itself."""
     for scenario in known_scenarios(ctx, failures=True):
         verify_line_search(ctx, scenario, only_failures=True)
-    drawn = scenarios(failing=True, ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
-    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, s, only_failures=True)), label="drawn",
-                 max_examples=examples(ctx))
+    drawn = draws.line_searches(failing=True, ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
+    ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s), only_failures=True)), label="drawn",
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -872,7 +762,7 @@ class UpdateProblem:
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
 
     def rounded(self, dtype) -> "UpdateProblem":
-        cast = lambda v: v.astype(dtype).astype(np.float64)
+        cast = lambda v: rounded(v, dtype)
         actions = self.actions if self.policy.kind == "categorical" else cast(self.actions)
         return UpdateProblem(self.policy.rounded(dtype), cast(self.theta0), actions, cast(self.advantages), self.max_kl,
                              self.max_backtracks)
@@ -973,7 +863,7 @@ class Oracle:
 
     def tolerance(self, t: float, k: int) -> np.ndarray:
         return (t * self.eps * self.step_norm / math.sqrt(self.lam_min)
-                + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + 1e-300)
+                + (2 * k + 4) * self.u * (np.abs(self.problem.theta0) + t * np.abs(self.step)) + TINY)
 
 
 def describe_trials(rows, max_kl, ratio: float = 0.0) -> str:
@@ -1027,7 +917,7 @@ def verify_constant_advantages(ctx, problem: UpdateProblem) -> None:
     """A candidate that standardises its advantages, on constant ones: they standardise to 0 (the std is 0),
     the surrogate is 0 at every theta, no trial improves it, and the rule returns theta0 itself."""
     x, problem, call = run_update(ctx, problem, allow_nonfinite=True)
-    tol = 4 * call.unit_roundoff * np.abs(problem.theta0) + 1e-300
+    tol = 4 * call.unit_roundoff * np.abs(problem.theta0) + TINY
 
     def diagnose(actual):
         if not np.all(np.isfinite(actual)):
@@ -1213,7 +1103,7 @@ def line_search_kl_direction(ctx):
         if problem.policy.kind in kinds:
             verify_update(ctx, problem)
     ctx.property(update_problems(kinds, standardises(ctx)), lambda p: verify_update(ctx, p, constraint_only=True),
-                 label="drawn", max_examples=examples(ctx, costly=True))
+                 label="drawn", tier="known-answers-first-costly")
 
 
 @check("TRPO-UPDATE-TRUST-REGION")
@@ -1228,4 +1118,4 @@ def update_trust_region(ctx):
             if problem.policy.kind in kinds:
                 verify_constant_advantages(ctx, problem)
     ctx.property(update_problems(kinds, standardises(ctx)), lambda p: assume(verify_update(ctx, p)), label="drawn",
-                 max_examples=examples(ctx, costly=True))
+                 tier="known-answers-first-costly")

@@ -167,7 +167,8 @@ def recursion_unrolls(recursion=backward_recursion) -> ProofResult:
 @proof(
     "gae.seed_example",
     statement="""The hand-computed GAE known answers are exact: gamma = lambda = 1/2, r = 1, V = 1/2, end after
-    step 1, V(s_4) = 2: terminal -> [7/8, 1/2, 9/8, 3/2]; truncated with V(final obs) = 3 -> [5/4, 2, 9/8, 3/2].""",
+    step 1, V(s_4) = 2: terminal -> [7/8, 1/2, 9/8, 3/2]; truncated with V(final obs) = 3 -> [5/4, 2, 9/8, 3/2]; and
+    the rollout-end bootstrap, T = 1, r = 0, V(s_1) = 10, gamma = 1 -> [10].""",
     assumptions="Exact rational arithmetic on the known answers' inputs (spec/contract/10_gae.toml, dyadic floats); the recursion of gae.recursion_unrolls with the two masks; returns = advantages + values.",
 )
 def seed_example() -> ProofResult:
@@ -186,9 +187,8 @@ def seed_example() -> ProofResult:
         return advantages
 
     steps = []
-    for answer_id in ("gae.terminal-after-step-1", "gae.truncated-after-step-1"):
+    for answer_id, answer in contract.known_answers("gae").items():
         # The contract's known answers (spec/contract/10_gae.toml) are dyadic floats: exact as rationals.
-        answer = contract.known_answer(answer_id)
         expected = [sp.Rational(a) for a in answer.outputs["advantages"]]
         steps += [identity(a, b, f"{answer_id} A_{i}") for i, (a, b) in enumerate(zip(exact_gae(answer), expected))]
         steps += [identity(sp.Rational(r), sp.Rational(a) + sp.Rational(v), f"{answer_id} returns_{i}")

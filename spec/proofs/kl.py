@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .. import contract
 from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 from .pg import nonzero, rational_identity
 
@@ -108,7 +109,16 @@ def up_to_cubic(expr, eps):
 y = sp.Symbol("y")
 LOG1P_CUBIC = sp.series(sp.log(1 + y), y, 0, 4).removeO()  # y - y^2/2 + y^3/3
 
-KL_KNOWN_ANSWER = ((sp.Rational(1, 5), sp.Rational(3, 10), sp.Rational(1, 2)), (sp.Rational(2, 5), sp.Rational(2, 5), sp.Rational(1, 5)))
+
+
+def known_distributions(answer_id: str = "kl.known-k1"):
+    """``(p, q)`` of a KL known answer (spec/contract/40_kl.toml) as exact rationals: the distributions its
+    log-probabilities are the logarithms of."""
+    answer = contract.known_answer(answer_id)
+    return tuple(tuple(sp.Rational(v) for v in answer.exact(f"exp({side})")) for side in ("logp_sampler", "logp_other"))
+
+
+KL_KNOWN_ANSWER = known_distributions()  # p = (1/5, 3/10, 1/2), q = (2/5, 2/5, 1/5)
 
 
 @proof(
@@ -159,3 +169,41 @@ def direction_matters() -> ProofResult:
         nonzero(inverted - forward, "E_p[k3 with the ratio inverted] - KL(p || q)"),
         nonzero(inverted - reverse, "E_p[k3 with the ratio inverted] - KL(q || p)"),
     ])
+
+
+ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3}
+
+
+def _published(exact_value, written, error, label: str) -> ProofResult:
+    """The exact value, evaluated to 30 digits, is within ``error`` (half a unit in the last published decimal) of
+    the ``written`` one."""
+    value, written, error = sp.N(exact_value, 30), sp.Rational(written), sp.Rational(repr(error))
+    decided = [Identity(label, error, sp.Abs(exact_value - written), ">=")]
+    if abs(value - written) <= error:
+        return ProofResult(PROVED, [f"{label}: {sp.N(value, 12)} rounds to {written}: proved"], identities=decided)
+    return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the exact value = {sp.N(value, 12)}, published {written}",
+                       identities=decided)
+
+
+@proof(
+    "kl.known_answer_values",
+    statement="""The KL known answer's published numbers are its exact values rounded: with p = (1/5, 3/10, 1/2) and
+    q = (2/5, 2/5, 1/5), the estimates k(log q_i - log p_i) per sample to 6 decimals and their expectations under the
+    sampler to 8 (KL(p || q) = 0.23321131 for k1 and k3, E_p[k2] = 0.27035662; with the arguments swapped
+    KL(q || p) = 0.20907355).""",
+    assumptions="Exact rationals p, q (the distributions the contract's float64 log-probabilities are the logarithms "
+                "of); each value evaluated to 30 significant digits.",
+)
+def known_answer_values(estimators=ESTIMATORS) -> ProofResult:
+    steps = []
+    for answer in contract.known_answers("kl_estimate").values():
+        p, q = known_distributions(answer.id)
+        k = estimators[answer.inputs["kind"]]
+        per_sample = [k(sp.log(qi) - sp.log(pi)) for pi, qi in zip(p, q)]
+        if "estimates" in answer.outputs:
+            steps += [_published(v, w, answer.published_error("estimates"), f"{answer.id} estimates[{i}]")
+                      for i, (v, w) in enumerate(zip(per_sample, answer.exact("estimates")))]
+        name = "sum exp(logp_sampler) estimates"
+        steps.append(_published(sum(pi * v for pi, v in zip(p, per_sample)), answer.exact(name), answer.published_error(name),
+                                f"{answer.id} {name}"))
+    return combine(steps)

@@ -23,6 +23,7 @@ import random
 
 import sympy as sp
 
+from .. import contract
 from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 
 r, A, eps, c = sp.symbols("r A epsilon c", real=True)
@@ -156,11 +157,17 @@ LIVE = {
     ("A < 0", "1 - eps < r < 1 + eps"): True,
     ("A < 0", "r < 1 - eps"): False,
 }
-# The clip gradient known answer: eps = 0.2, d loss / d log pi_new (loss = -objective).
-TABLE_VALUES = [
-    (2, sp.Rational(1, 2), -1), (2, 1, -2), (2, sp.Rational(3, 2), 0),
-    (-2, sp.Rational(1, 2), 0), (-2, 1, 2), (-2, sp.Rational(3, 2), 3),
-]
+
+
+def table_values():
+    """The clip gradient table's rows, from the known answer ppo.clip-gradient-table (spec/contract/30_ppo.toml): ``(eps, rows)``
+    with rows ``(A, r, d loss / d log pi_new)`` (loss = -objective), each row alone, as exact rationals (the
+    written numbers are decimals: sp.Rational of their text)."""
+    answer = contract.known_answer("ppo.clip-gradient-table")
+    q = lambda x: sp.Rational(repr(x))
+    gradients = answer.derived["d loss / d logp_new, each row alone"]
+    rows = [(q(A), q(r), q(g)) for A, r, g in zip(answer.inputs["advantages"], answer.derived["ratio"], gradients)]
+    return q(answer.inputs["clip_eps"]), rows
 
 
 def log_derivative(branch):
@@ -189,11 +196,12 @@ def clip_gradient_table(objective=clip_objective) -> ProofResult:
             derivative = log_derivative(branch).xreplace({r: r_value, A: A_value, eps: EPS})
             steps.append(identity(derivative, expected.xreplace({r: r_value, A: A_value}), f"{label}: d L_clip / d log pi"))
         base = objective(r, A, eps)
-        for A_value, r_value, gradient in TABLE_VALUES:
-            point = {r: sp.Integer(1) * r_value, A: sp.Integer(A_value), eps: sp.Rational(1, 5)}
+        eps_value, rows = table_values()
+        for A_value, r_value, gradient in rows:
+            point = {r: r_value, A: A_value, eps: eps_value}
             branch = resolve(base, point)
             value = -log_derivative(branch).xreplace(point)
-            steps.append(identity(value, gradient, f"eps = 1/5, A = {A_value}, r = {r_value}: d loss / d log pi = {gradient}"))
+            steps.append(identity(value, gradient, f"eps = {eps_value}, A = {A_value}, r = {r_value}: d loss / d log pi = {gradient}"))
         return combine(steps)
 
     return _guarded(body)

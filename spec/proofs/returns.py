@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .. import contract
 from .core import ProofResult, combine, identity, proof
 from .gae import HORIZON, gamma, l, n, peel_last, r
 
@@ -14,8 +15,10 @@ def reward_to_go_sum(t: int, T: int):
 
 @proof(
     "returns.reward_to_go_recursion",
-    statement="G_t = sum_{k=t}^{T-1} gamma^(k-t) r_k satisfies G_t = r_t + gamma G_{t+1} with G_T = 0.",
-    assumptions="None. Explicit for every t of episodes T = 1..8; for every length by induction.",
+    statement="""G_t = sum_{k=t}^{T-1} gamma^(k-t) r_k satisfies G_t = r_t + gamma G_{t+1} with G_T = 0; the
+    rewards_to_go known answers (rewards [1, 2, 3], gamma 1/2 -> [2.75, 3.5, 3]; bugs A1, A2) are its values.""",
+    assumptions="None. Explicit for every t of episodes T = 1..8; for every length by induction; the known answers "
+                "(spec/contract/10_gae.toml) in exact rationals.",
 )
 def reward_to_go_recursion(returns=reward_to_go_sum) -> ProofResult:
     steps = []
@@ -31,4 +34,9 @@ def reward_to_go_recursion(returns=reward_to_go_sum) -> ProofResult:
     same_limits = (var, lo, hi) == shifted_return.args[1].limits[0]
     termwise = rest.function - gamma * shifted_return.args[1].function
     steps.append(identity(termwise if same_limits else sp.Integer(1), 0, "induction step: G_0 = r_0 + gamma G_1"))
+    for answer_id, answer in contract.known_answers("rewards_to_go").items():
+        rewards, T = answer.exact("rewards"), len(answer.inputs["rewards"])
+        at = {gamma: sp.Rational(answer.exact("gamma")), **{r[k]: sp.Rational(v) for k, v in enumerate(rewards)}}
+        steps += [identity(returns(t, T).xreplace(at), sp.Rational(G), f"{answer_id}: G_{t}")
+                  for t, G in enumerate(answer.exact("returns"))]
     return combine(steps)

@@ -16,6 +16,7 @@ import itertools
 
 import sympy as sp
 
+from .. import contract
 from .core import INCONCLUSIVE, ProofResult, combine, identity, proof
 from .ppo import Undecided, log_derivative, resolve
 
@@ -41,6 +42,20 @@ def _run(body) -> ProofResult:
     except Undecided as undecided:
         return ProofResult(INCONCLUSIVE, ["a region could not be resolved"], counterexample=str(undecided))
     return combine(steps)
+
+
+def _known(operation: str, prefix: str):
+    """The contract's known answers of ``operation`` whose id starts with ``prefix``."""
+    return [a for a in contract.known_answers(operation).values() if a.id.startswith(prefix)]
+
+
+def _exact(answer, name):
+    """A known answer's (B, L) numbers as SymPy rationals."""
+    return [[sp.Rational(v) for v in row] for row in answer.exact(name)]
+
+
+def _mask(answer):
+    return [[int(m) for m in row] for row in answer.inputs["mask"]]
 
 
 def masked_gae(rewards, values, mask, gamma_, lam_):
@@ -145,10 +160,10 @@ def _aggregation_weights(steps, aggregation):
                 for t in range(L):
                     want = expected_weight(mask, b, mode, **extra) if mask[b][t] else 0
                     _record(steps, identity(sp.diff(loss, l[b][t]), want, f"{mode} {extra or ''} mask {bits}: d/d l[{b},{t}]"))
-    worked = [[1, 0, 0], [1, 1, 1]]
-    ones = [[sp.Integer(1)] * 3 for _ in range(2)]
-    for mode, value in [("token-mean", 1), ("seq-mean-token-mean", 1), ("seq-mean-token-sum", 2), ("seq-mean-token-sum-norm", sp.Rational(2, 3))]:
-        _record(steps, identity(aggregation(ones, worked, mode), value, f"worked example, {mode} = {value}"))
+    for answer in _known("aggregate_loss", "rlhf.aggregation-worked-"):  # spec/contract/80_rlhf.toml
+        losses, mask, mode = _exact(answer, "per_token_loss"), _mask(answer), answer.inputs["mode"]
+        value = sp.Rational(answer.exact("loss"))
+        _record(steps, identity(aggregation(losses, mask, mode), value, f"{answer.id}: {mode} = {value}"))
 
 
 @proof(
@@ -179,7 +194,9 @@ def _microbatch(steps, aggregation):
     # G12: per-micro-batch counts
     four = aggregation([[sp.Integer(4), 0, 0]], [[1, 0, 0]], "token-mean") + aggregation([[0, 0, 0]], [[1, 1, 1]], "token-mean")
     _record(steps, identity(four, 4, "G12: own counts give 4 + 0 = 4"))
-    _record(steps, identity(aggregation([[sp.Integer(4), 0, 0], [0, 0, 0]], [[1, 0, 0], [1, 1, 1]], "token-mean"), 1, "G12: full batch gives 1"))
+    g12 = contract.known_answer("rlhf.aggregation-g12")
+    _record(steps, identity(aggregation(_exact(g12, "per_token_loss"), _mask(g12), "token-mean", num_tokens=sp.Integer(g12.inputs["num_tokens"])),
+                            sp.Rational(g12.exact("loss")), "G12: full batch gives 1"))
 
 
 r, A, lo, hi, c = sp.symbols("r A clip_low clip_high c", real=True)

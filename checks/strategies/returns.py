@@ -1,15 +1,5 @@
-"""Public Hypothesis strategies for the protocol's inputs.
-
-Small composable functions with keyword-only arguments, in the style of ``hypothesis.extra.numpy``.
-Every array they produce is exactly representable in the requested ``dtype`` (held as float64, so
-the suite's oracles see the same numbers the candidate does).
-
->>> from hypothesis import given
->>> from rlspec.checks.strategies import rollouts
->>> @given(rollouts(n_envs=2, min_episode_ends=1))
-... def test_my_gae(rollout):
-...     advantages, returns = my_gae(**rollout.arguments())
-"""
+"""Strategies for the GAE chapter's operations: ``gae`` (:func:`rollouts`) and ``rewards_to_go``
+(:func:`episodes`)."""
 
 from __future__ import annotations
 
@@ -20,6 +10,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
+
+from .base import _check_dtype, discounts, finite_floats, rounded
 
 NONE, TERMINATED, TRUNCATED, BOTH = 0, 1, 2, 3
 
@@ -70,7 +62,7 @@ class Rollout:
 
     def rounded(self, dtype) -> "Rollout":
         """The same rollout with every float array rounded to ``dtype`` (kept as float64)."""
-        cast = lambda a: np.asarray(a, dtype=np.float64).astype(dtype).astype(np.float64)
+        cast = lambda a: rounded(a, dtype)
         return replace(self, rewards=cast(self.rewards), values=cast(self.values), next_values=cast(self.next_values))
 
     @classmethod
@@ -78,29 +70,6 @@ class Rollout:
         f = lambda a: np.asarray(a, dtype=np.float64)
         b = lambda a: np.asarray(a, dtype=bool)
         return cls(f(rewards), f(values), f(next_values), b(terminated), b(truncated), float(gamma), float(lam))
-
-
-def _check_dtype(dtype):
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise InvalidArgument(f"dtype={dtype} must be float64 or float32")
-    return dtype
-
-
-def finite_floats(*, max_abs: float = 1e6, dtype=np.float64) -> st.SearchStrategy[float]:
-    """Finite, non-subnormal floats in [-max_abs, max_abs], representable in ``dtype``."""
-    dtype = _check_dtype(dtype)
-    if not (0 < max_abs < np.finfo(dtype).max):
-        raise InvalidArgument(f"max_abs={max_abs!r} must be positive and below the largest {dtype} value")
-    return st.floats(-max_abs, max_abs, allow_nan=False, allow_infinity=False, allow_subnormal=False, width=8 * dtype.itemsize)
-
-
-def discounts(*, min_value: float = 0.0, max_value: float = 1.0) -> st.SearchStrategy[float]:
-    """A discount or trace factor in [min_value, max_value] (endpoints included, 0 and 1 likely)."""
-    if not (0.0 <= min_value <= max_value <= 1.0):
-        raise InvalidArgument(f"need 0 <= min_value={min_value} <= max_value={max_value} <= 1")
-    edges = [x for x in (min_value, max_value, 0.5, 0.9, 0.99) if min_value <= x <= max_value]
-    return st.one_of(st.sampled_from(edges), st.floats(min_value, max_value))
 
 
 @st.composite
@@ -171,4 +140,4 @@ def episodes(draw, *, T: int | st.SearchStrategy[int] = st.integers(1, 24), elem
     elements = elements if elements is not None else finite_floats(dtype=dtype)
     rewards = draw(hnp.arrays(np.float64, (steps,), elements=elements), label="rewards")
     g = draw(gamma if isinstance(gamma, st.SearchStrategy) else st.just(gamma) if gamma is not None else discounts(), label="gamma")
-    return rewards.astype(dtype).astype(np.float64), float(g)
+    return rounded(rewards, dtype), float(g)
