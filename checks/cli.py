@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
 
     prove = commands.add_parser("prove", help="run the symbolic proofs and print each verdict")
     prove.add_argument("--only", metavar="PATTERN", help="glob over proof ids (e.g. 'gae.*')")
+    prove.add_argument("-n", "--workers", type=_workers, default="auto", metavar="WORKERS",
+                       help="prove on this many processes; 'auto' (the default): one per usable CPU core (at most 8)")
 
     figures = commands.add_parser("figures", help="write the clip-objective and GAE bias/variance figures (needs matplotlib)")
     figures.add_argument("out", metavar="OUT", help="folder for the PNG files")
@@ -550,29 +552,61 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
+def _prove_one(proof_id: str) -> tuple[str, str, float]:
+    """One proof's ``(status, counterexample, seconds)``: what a proof worker sends back (SymPy expressions
+    stay in the worker)."""
+    from ..spec.proofs import PROOFS
+
+    t0 = time.perf_counter()
+    verdict = PROOFS[proof_id]()
+    return verdict.status, verdict.counterexample, time.perf_counter() - t0
+
+
+def _proof_worker(parent: int) -> None:
+    from .lifetime import die_with_parent
+
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the pool
+
+
+def _proved(ids: list[str], workers: int):
+    """Each proof's verdict, in ``ids``' order. The proofs are independent SymPy computations: on Linux they
+    run on ``workers`` forked processes (SymPy already imported, so a worker starts in milliseconds), each
+    dying with this one; elsewhere, or for one proof, here."""
+    import multiprocessing
+
+    if workers <= 1 or len(ids) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(_prove_one, ids)
+        return
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(ids)), _proof_worker, (os.getpid(),))
+    try:
+        yield from pool.imap(_prove_one, ids)  # chunks of one: the proofs' costs differ tenfold
+    finally:
+        pool.terminate()
+        pool.join()
+
+
 def cmd_prove(args) -> int:
     import fnmatch
 
-    from ..spec.proofs import PROOFS
+    from ..spec.proofs import PROOFS, PROVED
 
     clauses_by_proof: dict[str, list[str]] = {}
     for c in catalogue.clauses():
         for p in c.proofs:
             clauses_by_proof.setdefault(p, []).append(c.id)
-    chosen = [p for p in PROOFS.values() if not args.only or fnmatch.fnmatch(p.id, args.only)]
+    chosen = [p.id for p in PROOFS.values() if not args.only or fnmatch.fnmatch(p.id, args.only)]
     if not chosen:
         print(f"rlspec: --only {args.only!r} matches no proof", file=sys.stderr)
         return EXIT_USAGE
     start = time.perf_counter()
     bad = 0
-    for p in chosen:
-        t0 = time.perf_counter()
-        verdict = p()
-        used = ", ".join(clauses_by_proof.get(p.id, [])) or "no clause"
-        print(f"  {verdict.status:<13} {p.id:<34} {time.perf_counter() - t0:5.2f}s  ({used})")
-        if not verdict.ok:
+    for proof_id, (status, counterexample, seconds) in zip(chosen, _proved(chosen, args.workers)):
+        used = ", ".join(clauses_by_proof.get(proof_id, [])) or "no clause"
+        print(f"  {status:<13} {proof_id:<34} {seconds:5.2f}s  ({used})", flush=True)
+        if status != PROVED:
             bad += 1
-            print(f"      {verdict.counterexample}")
+            print(f"      {counterexample}")
     print(f"{len(chosen)} proofs: {len(chosen) - bad} proved, {bad} not proved in {time.perf_counter() - start:.1f} s")
     return EXIT_OK if bad == 0 else EXIT_FAIL
 

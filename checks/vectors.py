@@ -1161,9 +1161,10 @@ def _child(conn, spec: str, folder: str, parent: int) -> None:
     """The worker of an isolated vector run: load the candidate, then answer one case index at a time. It dies
     with the run that started it, however that ends (the clause workers' set-up, checks/worker.py)."""
     from . import worker
+    from .lifetime import die_with_parent
     from .loader import LoadError, load
 
-    worker._die_with_parent(parent)
+    die_with_parent(parent)
     worker._quiet_process(None)
     try:
         candidate = load(spec)

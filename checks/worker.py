@@ -40,20 +40,19 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from typing import Callable
 
 from ..spec import catalogue
+from .lifetime import die_with_parent
 from .loader import LoadError, load
 from .protocol import Candidate
 from .registry import load_all
 from .verdict import DTYPES, PROFILES, ClauseResult, run_clause
 
 POLL = 0.25  # seconds between deadline checks while every worker is busy
-ORPHAN_POLL = 0.5  # seconds between a worker's checks that its parent is alive (the portable fallback)
 
 
 @dataclass(frozen=True)
@@ -91,27 +90,6 @@ def warm_up() -> None:
 
 # ------------------------------------------------------------------------------------------------
 # in the worker
-
-
-def _die_with_parent(parent: int) -> None:
-    """End this process when ``parent`` ends, however it ends (SIGKILL included)."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            PR_SET_PDEATHSIG = 1
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
-            pass
-    if os.getppid() != parent:  # the parent ended between the fork and the prctl
-        os._exit(1)
-
-    def watch() -> None:  # the portable fallback: needs the GIL, which native code that hangs usually releases
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="rlspec-orphan-watch", daemon=True).start()
 
 
 def _quiet_process(memory_bytes: int | None) -> None:
@@ -171,7 +149,7 @@ def _marked(candidate: Candidate, inside) -> Candidate:
 
 
 def _worker_main(conn, candidate, device: str, memory_bytes: int | None, inside, parent: int) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)
     _quiet_process(memory_bytes)
     try:
         loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate

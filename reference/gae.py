@@ -28,12 +28,12 @@ def td_errors(rewards, values, next_values, terminated, gamma):
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
     """GAE(gamma, lambda) by the backward recursion; returns ``(advantages, returns)``."""
     delta = td_errors(rewards, values, next_values, terminated, gamma)  # (T, ...)
-    episode_end = np.logical_or(terminated, truncated)  # (T, ...) the trace stops here
-    advantages = np.zeros_like(delta)
+    # gamma lambda (1 - end_t), end_t = term_t or trunc_t: the trace stops at every episode end
+    decay = np.where(np.logical_or(terminated, truncated), 0.0, gamma * lam).astype(delta.dtype)  # (T, ...)
+    advantages = np.empty_like(delta)
     running = np.zeros_like(delta[0])  # A_{t+1}; zero past the end of the rollout
     for t in reversed(range(len(delta))):
-        running = delta[t] + gamma * lam * np.where(episode_end[t], 0.0, running)
-        advantages[t] = running
+        running = advantages[t] = delta[t] + decay[t] * running
     return advantages, advantages + values
 
 

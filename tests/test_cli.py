@@ -175,6 +175,16 @@ def test_prove_reports_every_proof(capsys):
     assert code == 0 and "not proved" in out and " 0 not proved" in out
 
 
+def test_prove_on_workers_prints_what_one_process_prints(capsys):
+    """The proofs run on forked workers by default; the lines (times aside) and their order do not depend on it."""
+    def lines(*workers):
+        code, out, _ = run(capsys, "prove", "--only", "kl.*", *workers)
+        assert code == 0
+        return [line.split()[:2] for line in out.splitlines()[:-1]]
+
+    assert lines("-n", "2") == lines("-n", "1") and len(lines("-n", "1")) > 2
+
+
 def test_console_script_is_installed():
     beside = Path(sys.executable).parent / "rlspec"  # the script of the environment running the tests
     script = str(beside) if beside.exists() else "rlspec"

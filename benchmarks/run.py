@@ -1,0 +1,111 @@
+"""rlspec's speed, as ratios to the import floor measured in the same run.
+
+    python benchmarks/run.py                 # the commands below, 3 interleaved rounds, medians
+    python benchmarks/run.py --rounds 1      # what CI prints (.ci/run): one round
+    python benchmarks/run.py --tests         # also the README's test command (minutes)
+    python benchmarks/run.py --json out.json
+
+A 2-core machine shared with other work gives noisy seconds; the ratio to the floor, measured in the same
+round, is what to compare between changes (the targets are ratios: docs/speed.md). The commands run as a
+user runs them, in fresh processes; the oracle's GAE is timed in this process (best of three calls).
+Nothing here asserts: benchmarks report, tests never time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RLSPEC = [sys.executable, "-m", "rlspec.checks.cli"]
+
+# name -> (command, what it is, target as a ratio to the floor or in seconds)
+COMMANDS = {
+    "floor": ([sys.executable, "-c", "import torch, sympy, hypothesis, numpy"], "python -c 'import torch, sympy, hypothesis, numpy'", None),
+    "check": (RLSPEC + ["check"], "rlspec check (reference, quick, -n auto)", ("ratio", 2.0)),
+    "check -n 1": (RLSPEC + ["check", "-n", "1"], "rlspec check -n 1 (one worker process)", None),
+    "check --no-isolation": (RLSPEC + ["check", "--no-isolation"], "rlspec check --no-isolation (in this process)", None),
+    "prove": (RLSPEC + ["prove"], "rlspec prove (-n auto)", ("seconds", 5.0)),
+    "prove -n 1": (RLSPEC + ["prove", "-n", "1"], "rlspec prove -n 1", None),
+}
+TESTS = ([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"], "pytest (the README's test command)", ("seconds", 480.0))
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [""]
+        raise SystemExit(f"benchmark: {' '.join(command[2:])} exited {done.returncode}: {tail[0]}")
+    return seconds
+
+
+def gae_oracle(steps: int, envs: int = 64) -> float:
+    """Best of three calls of the reference ``gae`` on a (steps, envs) float64 rollout with episode ends."""
+    import numpy as np
+
+    from rlspec.reference.gae import gae
+
+    rng = np.random.default_rng(0)
+    r, v, nv = (rng.standard_normal((steps, envs)) for _ in range(3))
+    terminated, truncated = rng.random((steps, envs)) < 0.01, rng.random((steps, envs)) < 0.005
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        gae(r, v, nv, terminated, truncated, 0.99, 0.95)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported (default 3)")
+    parser.add_argument("--tests", action="store_true", help="also time the README's test command, once")
+    parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    args = parser.parse_args(argv)
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"rlspec benchmarks: {cores} usable cores, {args.rounds} round(s), python {sys.version.split()[0]}", flush=True)
+    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for round_ in range(args.rounds):
+        for name, (command, _, _) in COMMANDS.items():  # interleaved: every figure sees the same load
+            samples[name].append(timed(command))
+        print(f"  round {round_ + 1}: " + ", ".join(f"{n} {s[-1]:.2f} s" for n, s in samples.items()), flush=True)
+    figures = {name: statistics.median(s) for name, s in samples.items()}
+    floor = figures["floor"]
+
+    rows = []
+    for name, (_, what, target) in COMMANDS.items():
+        rows.append((what, figures[name], figures[name] / floor, target))
+    oracle = {steps: gae_oracle(steps) for steps in (25_000, 50_000, 100_000)}
+    rows.append(("reference gae, T = 100000, N = 64 (best of 3, in-process)", oracle[100_000], None, ("seconds", 0.5)))
+    if args.tests:
+        seconds = timed(TESTS[0])
+        figures["tests"] = seconds
+        rows.append((TESTS[1], seconds, seconds / floor, TESTS[2]))
+
+    print(f"\n{'figure':<62} {'seconds':>8} {'x floor':>8}  target")
+    for what, seconds, ratio, target in rows:
+        shown = f"{ratio:8.2f}" if ratio is not None else f"{'':>8}"
+        goal = "" if target is None else (f"<= {target[1]:g}x floor" if target[0] == "ratio" else f"<= {target[1]:g} s")
+        met = "" if target is None else ("  met" if (ratio if target[0] == "ratio" else seconds) <= target[1] else "  NOT met")
+        print(f"{what:<62} {seconds:8.2f} {shown}  {goal}{met}")
+    growth = oracle[100_000] / oracle[25_000]
+    print(f"reference gae cost from T = 25000 to 100000: x{growth:.2f} (linear: x4); "
+          + ", ".join(f"T = {t}: {s:.3f} s" for t, s in oracle.items()))
+
+    if args.json:
+        Path(args.json).write_text(json.dumps({"cores": cores, "rounds": args.rounds, "samples": samples, "medians": figures,
+                                               "gae_oracle": {str(t): s for t, s in oracle.items()}}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
