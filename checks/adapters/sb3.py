@@ -33,9 +33,78 @@ What each operation drives (paths in ``site-packages/stable_baselines3``):
   ``DiagGaussianDistribution`` and ``SquashedDiagGaussianDistribution.log_prob(tanh(u),
   gaussian_actions=u)`` (the call SAC makes), in float32 as SB3's policies run.
 
+Off-policy (DDPG, TD3, SAC). SB3 has no function for a target or an actor loss: each is one real ``train(gradient_steps=1)``
+of ``DDPG`` / ``TD3`` / ``SAC`` (their defaults, ``net_arch=[]``, CPU) on a replay buffer holding the suite's batch.
+
+- The batch goes in as collect_rollouts stores a step (``_off_policy``): for row i the adapter sets ``_last_obs`` to
+  its observation, a one-environment ``DummyVecEnv`` steps (returning row i's next observation, reward, terminated
+  and truncated: DummyVecEnv makes ``done = terminated or truncated``, ``TimeLimit.truncated = truncated and not
+  terminated`` and keeps the final observation) and ``OffPolicyAlgorithm._store_transition`` adds it to SB3's
+  ``ReplayBuffer`` (``handle_timeout_termination=True``, the default), with the action normalised by
+  ``policy.scale_action`` as SB3 stores it. The buffer is SB3's ``ReplayBuffer`` with ``sample()`` returning every row
+  in order (its own ``_get_samples``, where ``dones * (1 - timeouts)`` is formed), so a step sees the whole batch.
+- The suite's networks are loaded into SB3's policy as float32 copies (SB3's networks are float32; the suite's own
+  modules are never touched): an actor becomes ``Actor.mu`` of DDPG/TD3's Actor, which applies it to the flattened
+  observation; SAC's policy ``obs -> (mean, log_std)`` becomes ``Actor.mu`` and ``Actor.log_std`` of SAC's Actor
+  (``net_arch=[]``), which clamps log_std to [-20, 2] and samples ``SquashedDiagGaussianDistribution``; a critic
+  becomes a q-network of SB3's ``ContinuousCritic`` (called on ``cat([features, actions])``, split back). The
+  optimizers are rebuilt over them as the policy builds them.
+- Randomness is an input: while train() runs, a ``TorchFunctionMode`` (``_Controlled``) hands SB3's
+  ``Tensor.normal_`` draws the suite's noise, in the order train() draws them, and records the targets train() passes
+  to the critic loss's ``F.mse_loss``. SB3's code is not changed.
+
+Operation by operation:
+
+- ``td_target``: DDPG.train()'s ``target_q_values = rewards + (1 - dones) * gamma * next_q_values``: row i's next
+  observation is [i] and the target critic's q-network returns ``next_q[i]`` for it (``_Lookup``); read from the
+  critic loss's ``F.mse_loss``. float32, (B,).
+- ``ddpg_critic_target``: DDPG.train()'s target with the four networks loaded (DDPG is TD3 with ``policy_delay=1``,
+  ``target_noise_clip=0`` and one critic: its noise draw is clipped to 0).
+- ``td3_critic_target``: TD3.train()'s target. SB3 acts in a normalised action space: the actor's output is in
+  [-1, 1], TD3 clamps the smoothed target action to [-1, 1], and ``unscale_action`` maps it to [low, high] for the
+  environment. The adapter expresses the protocol's problem in those units: the action space is Box(low, high); the
+  target actor is the suite's followed by SB3's ``scale_action``; the critics read ``unscale_action`` of SB3's action;
+  the smoothing noise (the one ``normal_(0, target_policy_noise)`` draw) and ``target_noise_clip`` are the suite's
+  divided by ``scale_action``'s slope (high - low) / 2, per dimension (``target_noise_clip`` a (D,) float32 tensor,
+  which ``Tensor.clamp`` takes). The changes of units are made in float64 and rounded once.
+- ``sac_critic_target``: SAC.train()'s target with ``ent_coef=alpha`` (a fixed coefficient: the protocol gives alpha);
+  train() draws the sample at ``obs`` first (given zeros) and the one at ``next_obs`` second (given the noise).
+- ``dpg_actor_loss``: DDPG.train()'s actor loss ``-critic.q1_forward(obs, actor(obs)).mean()``, logged as
+  ``train/actor_loss``, exposed as a float32 scalar whose gradient with respect to each of the suite's actor parameters
+  is the ``.grad`` train() left on the float32 copy (first order, as the PPO losses). ``learning_rate=0``: train() steps
+  the critic before the actor loss, and the loss must see the critic as given. The batch is ``obs`` with zero
+  actions and rewards. The critic's own gradient from the actor loss (SB3 reaches it, declared ``discarded``) is not
+  exposed.
+- ``sac_actor_loss``: SAC.train()'s actor loss ``(ent_coef * log_prob - min_qf_pi).mean()`` with ``ent_coef=alpha``
+  and ``learning_rate=0``, its gradient on the policy's parameters read back the same way; the noise is the first draw.
+- ``sac_alpha_loss``: SAC.train()'s ``ent_coef_loss = -(log_ent_coef * (log_prob + target_entropy).detach()).mean()``
+  with ``ent_coef="auto"`` (the default) and ``target_entropy="auto"`` (the default, ``-prod(action_space.shape)``)
+  when None is given, else that value; ``log_ent_coef`` holds log_alpha and the actor's ``action_log_prob`` returns
+  the given log_prob (a float32 leaf, row i for observation [i]). The value is the logged ``train/ent_coef_loss``; the
+  gradients on log_alpha and log_prob are read in a step pre-hook of ``ent_coef_optimizer``, just after
+  ``ent_coef_loss.backward()`` (the actor loss later back-propagates into log_prob too).
+- ``polyak_update``: ``stable_baselines3.common.utils.polyak_update([online], [target], tau)`` on float32 tensors.
+- ``target_network_updates``: SAC.train(gradient_steps=k) for each k, with ``tau`` and ``target_update_interval=period``,
+  one critic whose q-network's parameters are the protocol's vector (``_Vector``); its optimizer is scripted
+  (``_Scripted``): step n sets the online parameters to ``online[n - 1]``. Every other part of train() runs as is;
+  the target is read before each critic step and at the end. The variant ``td3_target_updates`` does the same
+  through TD3.train() with ``policy_delay=period``.
+- ``td3_actor_update_steps``: TD3.train(gradient_steps=k) for each k with ``policy_delay`` and TD3's other defaults, on
+  four fixed random transitions: a step pre-hook on the actor's optimizer marks the critic steps with an actor update,
+  and the target networks are compared before and after each critic step (1 when critic_target and actor_target
+  both moved, 0.5 when one did).
+
+SAC tests ``gradient_step % target_update_interval == 0`` with ``gradient_step`` restarting at 0 in every train() call
+(sac.py:293): within one call it updates on steps 1, period + 1, ... of the call, and with one gradient step per call
+(train_freq=1, gradient_steps=1, SB3's defaults) on every step whatever the period. TARGET-UPDATE-PERIOD and
+TARGET-HARD-UPDATE fail on it (docs/bugs-found.md 17, bug H6); ``update_phase = "end"`` is TD3's (and the variant
+``td3_target_updates`` passes them). The variant ``timeouts_as_terminal`` is the replay buffer with
+``handle_timeout_termination=False`` (td_target only).
+
 Precision: the rollout buffer stores everything as float32 (``buffers.py`` ``reset()``), so GAE
-and the PPO losses are computed in single precision whatever the input dtype; the adapter declares
-``RLSPEC_PRECISION = "float32"`` and the suite judges it with float32 error bounds.
+and the PPO losses are computed in single precision whatever the input dtype; so are the replay buffer and the
+off-policy networks. The adapter declares ``RLSPEC_PRECISION = "float32"`` and the suite judges it with float32
+error bounds.
 
 SB3 reads V(s_{t+1}) of a step that does not end an episode from the next stored observation
 (``values[t + 1]``); the protocol's ``next_values[t]`` must then equal ``values[t + 1]`` (it does in
@@ -73,8 +142,8 @@ from torch.overrides import TorchFunctionMode
 
 WRITTEN_AGAINST = "2.9.2"
 RLSPEC_VERSION = f"stable-baselines3 {stable_baselines3.__version__}"
-RLSPEC_ARRAY = "numpy"  # gae takes numpy; the loss operations receive torch tensors from the suite
-RLSPEC_PRECISION = "float32"  # RolloutBuffer stores float32 (see the module docstring)
+RLSPEC_ARRAY = "numpy"  # gae, td_target and the target schedules take numpy; the loss and network operations receive torch
+RLSPEC_PRECISION = "float32"  # RolloutBuffer, ReplayBuffer and the networks are float32 (see the module docstring)
 RLSPEC_CONVENTIONS = {
     # PPO.train(), ppo/ppo.py:216-256
     "dual_clip": None,
@@ -95,7 +164,6 @@ RLSPEC_CONVENTIONS = {
     # facts about the library that no clause judges (not conventions):
     # value_clip_form: "clipped prediction only" (values_pred = V_old + clamp(V - V_old): no max with the unclipped error)
     # truncation: "gamma V(terminal_observation) folded into the reward by collect_rollouts"
-    # squash_jacobian: "log(1 - tanh(u)^2 + 1e-6)"
     # storage_dtype: "float32"
 }
 
