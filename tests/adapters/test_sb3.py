@@ -129,8 +129,8 @@ def test_sac_soft_target_worked_by_hand():
     from rlspec.checks.clauses.offpolicy import HAND_SAC
 
     m = _modules(HAND_SAC)
-    y = sb3.sac_critic_target(m["policy"], m["critic1"], m["critic2"], m["target_critic1"], m["target_critic2"], **_batch(HAND_SAC),
-                              alpha=HAND_SAC.alpha, noise=torch.as_tensor(HAND_SAC.noise))
+    y = sb3.sac_critic_target(m["policy"], m["critic1"], m["critic2"], m["target_critic1"], m["target_critic2"],
+                              **_batch(HAND_SAC), alpha=HAND_SAC.alpha, noise=torch.as_tensor(HAND_SAC.noise))
     assert y.dtype == torch.float32 and y.item() == pytest.approx(2.05, abs=1e-6)
 
 
