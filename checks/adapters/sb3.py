@@ -34,7 +34,8 @@ What each operation drives (paths in ``site-packages/stable_baselines3``):
   gaussian_actions=u)`` (the call SAC makes), in float32 as SB3's policies run.
 
 Off-policy (DDPG, TD3, SAC). SB3 has no function for a target or an actor loss: each is one real ``train(gradient_steps=1)``
-of ``DDPG`` / ``TD3`` / ``SAC`` (their defaults, ``net_arch=[]``, CPU) on a replay buffer holding the suite's batch.
+of ``DDPG`` / ``TD3`` / ``SAC`` (their defaults, ``net_arch=[]``, CPU) on a replay buffer holding the suite's batch;
+the two schedules are a sequence of real ``train(gradient_steps=k)`` calls; ``polyak_update`` is SB3's function.
 
 - The batch goes in as collect_rollouts stores a step (``_off_policy``): for row i the adapter sets ``_last_obs`` to
   its observation, a one-environment ``DummyVecEnv`` steps (returning row i's next observation, reward, terminated
