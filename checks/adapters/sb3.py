@@ -33,9 +33,79 @@ What each operation drives (paths in ``site-packages/stable_baselines3``):
   ``DiagGaussianDistribution`` and ``SquashedDiagGaussianDistribution.log_prob(tanh(u),
   gaussian_actions=u)`` (the call SAC makes), in float32 as SB3's policies run.
 
+Off-policy (DDPG, TD3, SAC). SB3 has no function for a target or an actor loss: each is one real ``train(gradient_steps=1)``
+of ``DDPG`` / ``TD3`` / ``SAC`` (their defaults, ``net_arch=[]``, CPU) on a replay buffer holding the suite's batch;
+the two schedules are a sequence of real ``train(gradient_steps=k)`` calls; ``polyak_update`` is SB3's function.
+
+- The batch goes in as collect_rollouts stores a step (``_off_policy``): for row i the adapter sets ``_last_obs`` to
+  its observation, a one-environment ``DummyVecEnv`` steps (returning row i's next observation, reward, terminated
+  and truncated: DummyVecEnv makes ``done = terminated or truncated``, ``TimeLimit.truncated = truncated and not
+  terminated`` and keeps the final observation) and ``OffPolicyAlgorithm._store_transition`` adds it to SB3's
+  ``ReplayBuffer`` (``handle_timeout_termination=True``, the default), with the action normalised by
+  ``policy.scale_action`` as SB3 stores it. The buffer is SB3's ``ReplayBuffer`` with ``sample()`` returning every row
+  in order (its own ``_get_samples``, where ``dones * (1 - timeouts)`` is formed), so a step sees the whole batch.
+- The suite's networks are loaded into SB3's policy as float32 copies (SB3's networks are float32; the suite's own
+  modules are never touched): an actor becomes ``Actor.mu`` of DDPG/TD3's Actor, which applies it to the flattened
+  observation; SAC's policy ``obs -> (mean, log_std)`` becomes ``Actor.mu`` and ``Actor.log_std`` of SAC's Actor
+  (``net_arch=[]``), which clamps log_std to [-20, 2] and samples ``SquashedDiagGaussianDistribution``; a critic
+  becomes a q-network of SB3's ``ContinuousCritic`` (called on ``cat([features, actions])``, split back). The
+  optimizers are rebuilt over them as the policy builds them.
+- Randomness is an input: while train() runs, a ``TorchFunctionMode`` (``_Controlled``) hands SB3's
+  ``Tensor.normal_`` draws the suite's noise, in the order train() draws them, and records the targets train() passes
+  to the critic loss's ``F.mse_loss``. SB3's code is not changed.
+
+Operation by operation:
+
+- ``td_target``: DDPG.train()'s ``target_q_values = rewards + (1 - dones) * gamma * next_q_values``: row i's next
+  observation is [i] and the target critic's q-network returns ``next_q[i]`` for it (``_Lookup``); read from the
+  critic loss's ``F.mse_loss``. float32, (B,).
+- ``ddpg_critic_target``: DDPG.train()'s target with the four networks loaded (DDPG is TD3 with ``policy_delay=1``,
+  ``target_noise_clip=0`` and one critic: its noise draw is clipped to 0).
+- ``td3_critic_target``: TD3.train()'s target. SB3 acts in a normalised action space: the actor's output is in
+  [-1, 1], TD3 clamps the smoothed target action to [-1, 1], and ``unscale_action`` maps it to [low, high] for the
+  environment. The adapter expresses the protocol's problem in those units: the action space is Box(low, high); the
+  target actor is the suite's followed by SB3's ``scale_action``; the critics read ``unscale_action`` of SB3's action;
+  the smoothing noise (the one ``normal_(0, target_policy_noise)`` draw) and ``target_noise_clip`` are the suite's
+  divided by ``scale_action``'s slope (high - low) / 2, per dimension (``target_noise_clip`` a (D,) float32 tensor,
+  which ``Tensor.clamp`` takes). The changes of units are made in float64 and rounded once.
+- ``sac_critic_target``: SAC.train()'s target with ``ent_coef=alpha`` (a fixed coefficient: the protocol gives alpha);
+  train() draws the sample at ``obs`` first (given zeros) and the one at ``next_obs`` second (given the noise).
+- ``dpg_actor_loss``: DDPG.train()'s actor loss ``-critic.q1_forward(obs, actor(obs)).mean()``, logged as
+  ``train/actor_loss``, exposed as a float32 scalar whose gradient with respect to each of the suite's actor parameters
+  is the ``.grad`` train() left on the float32 copy (first order, as the PPO losses). ``learning_rate=0``: train() steps
+  the critic before the actor loss, and the loss must see the critic as given. The batch is ``obs`` with zero
+  actions and rewards. The critic's own gradient from the actor loss (SB3 reaches it, declared ``discarded``) is not
+  exposed.
+- ``sac_actor_loss``: SAC.train()'s actor loss ``(ent_coef * log_prob - min_qf_pi).mean()`` with ``ent_coef=alpha``
+  and ``learning_rate=0``, its gradient on the policy's parameters read back the same way; the noise is the first draw.
+- ``sac_alpha_loss``: SAC.train()'s ``ent_coef_loss = -(log_ent_coef * (log_prob + target_entropy).detach()).mean()``
+  with ``ent_coef="auto"`` (the default) and ``target_entropy="auto"`` (the default, ``-prod(action_space.shape)``)
+  when None is given, else that value; ``log_ent_coef`` holds log_alpha and the actor's ``action_log_prob`` returns
+  the given log_prob (a float32 leaf, row i for observation [i]). The value is the logged ``train/ent_coef_loss``; the
+  gradients on log_alpha and log_prob are read in a step pre-hook of ``ent_coef_optimizer``, just after
+  ``ent_coef_loss.backward()`` (the actor loss later back-propagates into log_prob too).
+- ``polyak_update``: ``stable_baselines3.common.utils.polyak_update([online], [target], tau)`` on float32 tensors.
+- ``target_network_updates``: SAC.train(gradient_steps=k) for each k, with ``tau`` and ``target_update_interval=period``,
+  one critic whose q-network's parameters are the protocol's vector (``_Vector``); its optimizer is scripted
+  (``_Scripted``): step n sets the online parameters to ``online[n - 1]``. Every other part of train() runs as is;
+  the target is read before each critic step and at the end. The variant ``td3_target_updates`` does the same
+  through TD3.train() with ``policy_delay=period``.
+- ``td3_actor_update_steps``: TD3.train(gradient_steps=k) for each k with ``policy_delay`` and TD3's other defaults, on
+  four fixed random transitions: a step pre-hook on the actor's optimizer marks the critic steps with an actor update,
+  and the target networks are compared before and after each critic step (1 when critic_target and actor_target
+  both moved, 0.5 when one did).
+
+SAC tests ``gradient_step % target_update_interval == 0`` with ``gradient_step`` restarting at 0 in every train() call
+(sac.py:293): within one call it updates on steps 1, period + 1, ... of the call, and with one gradient step per call
+(train_freq=1, gradient_steps=1, SB3's defaults) on every step whatever the period. TARGET-UPDATE-PERIOD and
+TARGET-HARD-UPDATE fail on it (docs/bugs-found.md 17, bug H6); ``update_phase = "end"`` is TD3's (and the variant
+``td3_target_updates`` passes them). The variant ``timeouts_as_terminal`` is the replay buffer with
+``handle_timeout_termination=False`` (td_target only).
+
 Precision: the rollout buffer stores everything as float32 (``buffers.py`` ``reset()``), so GAE
-and the PPO losses are computed in single precision whatever the input dtype; the adapter declares
-``RLSPEC_PRECISION = "float32"`` and the suite judges it with float32 error bounds.
+and the PPO losses are computed in single precision whatever the input dtype; so are the replay buffer and the
+off-policy networks. The adapter declares ``RLSPEC_PRECISION = "float32"`` and the suite judges it with float32
+error bounds.
 
 SB3 reads V(s_{t+1}) of a step that does not end an episode from the next stored observation
 (``values[t + 1]``); the protocol's ``next_values[t]`` must then equal ``values[t + 1]`` (it does in
@@ -49,25 +119,32 @@ docs/bugs-found.md.
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 import warnings
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
 import stable_baselines3
 import torch as th
 from gymnasium import spaces
-from stable_baselines3 import PPO
+from stable_baselines3 import DDPG, PPO, SAC, TD3
+from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.distributions import DiagGaussianDistribution, SquashedDiagGaussianDistribution
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.utils import polyak_update as sb3_polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
+from torch import nn
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 
 WRITTEN_AGAINST = "2.9.2"
 RLSPEC_VERSION = f"stable-baselines3 {stable_baselines3.__version__}"
-RLSPEC_ARRAY = "numpy"  # gae takes numpy; the loss operations receive torch tensors from the suite
-RLSPEC_PRECISION = "float32"  # RolloutBuffer stores float32 (see the module docstring)
+RLSPEC_ARRAY = "numpy"  # gae, td_target and the target schedules take numpy; the loss and network operations receive torch
+RLSPEC_PRECISION = "float32"  # RolloutBuffer, ReplayBuffer and the networks are float32 (see the module docstring)
 RLSPEC_CONVENTIONS = {
     # PPO.train(), ppo/ppo.py:216-256
     "dual_clip": None,
@@ -78,10 +155,16 @@ RLSPEC_CONVENTIONS = {
     "advantage_normalization": "minibatch",
     "kl_stop": "minibatch",  # approx_kl (k3 of the stored samples) checked before the minibatch's step
     "kl_stop_factor": 1.5,  # stops when approx_kl > 1.5 target_kl
+    # SAC / TD3 / DDPG (sac/sac.py, td3/td3.py, common/utils.py)
+    "target_update_kinds": ["polyak", "hard"],  # polyak_update(params, target_params, tau); tau = 1 copies (DQN's default)
+    "update_phase": "end",  # TD3: self._n_updates += 1, then `% policy_delay == 0`, a counter kept across train() calls
+    "actor_loss_critic_gradient": "discarded",  # the actor losses call the live critics; critic.optimizer.zero_grad() first
+    "tanh_log_prob_eps": 1e-6,  # SquashedDiagGaussianDistribution: log(1 - tanh(u)^2 + 1e-6)
+    "alpha_loss_parameter": "log_alpha",  # -(log_ent_coef * (log_prob + target_entropy).detach()).mean()
+    "default_target_entropy_per_dim": -1.0,  # target_entropy="auto": -prod(action_space.shape)
     # facts about the library that no clause judges (not conventions):
     # value_clip_form: "clipped prediction only" (values_pred = V_old + clamp(V - V_old): no max with the unclipped error)
     # truncation: "gamma V(terminal_observation) folded into the reward by collect_rollouts"
-    # squash_jacobian: "log(1 - tanh(u)^2 + 1e-6)"
     # storage_dtype: "float32"
 }
 
@@ -363,3 +446,440 @@ def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
     mean, log_std, pre_tanh = _float32(mean, log_std, pre_tanh)
     distribution = SquashedDiagGaussianDistribution(mean.shape[-1]).proba_distribution(mean, log_std)
     return distribution.log_prob(th.tanh(pre_tanh), gaussian_actions=pre_tanh)
+
+
+# ---------------------------------------------------------------------------------------------
+# off-policy: DDPG, TD3 and SAC through their train()
+
+
+class _Transitions(gym.Env):
+    """The replay batch as a Gymnasium environment: its i-th step returns row i's next observation, reward and flags
+    (through DummyVecEnv, which turns them into ``done`` and ``TimeLimit.truncated`` and keeps the final observation)."""
+
+    def __init__(self, obs_dim, low, high, next_obs, rewards, terminated, truncated):
+        self.observation_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = spaces.Box(np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32)
+        self.rows, self.i = (next_obs, rewards, terminated, truncated), 0
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        next_obs, rewards, terminated, truncated = self.rows
+        i, self.i = self.i, self.i + 1
+        return np.asarray(next_obs[i], np.float32), float(rewards[i]), bool(terminated[i]), bool(truncated[i]), {}
+
+
+class _InOrder(ReplayBuffer):
+    """SB3's ReplayBuffer whose minibatch is the whole buffer in order: ``_get_samples`` (where the timeouts are
+    applied, ``dones * (1 - timeouts)``) on every row, so each train() step sees the protocol's batch."""
+
+    def sample(self, batch_size, env=None):
+        return self._get_samples(np.arange(self.size()), env=env)
+
+
+def _numpy(x, dtype=np.float64) -> np.ndarray:
+    return np.asarray(x.detach().cpu().numpy() if isinstance(x, th.Tensor) else x, dtype=dtype)
+
+
+def _off_policy(algorithm, obs, actions, rewards, next_obs, terminated, truncated, *, low=None, high=None, **kwargs):
+    """An SB3 ``algorithm`` (DDPG, TD3 or SAC with its defaults and ``kwargs``, net_arch [], CPU) whose replay buffer holds
+    the batch, each row stored as collect_rollouts stores a step: ``_last_obs`` is the row's observation, the
+    environment steps (DummyVecEnv: done = terminated or truncated, ``TimeLimit.truncated = truncated and not
+    terminated``, the final observation kept in ``terminal_observation``) and ``_store_transition`` adds it.
+    ``actions`` are in the action space's units [low, high] (default [-1, 1]); the buffer holds them normalised,
+    ``policy.scale_action(actions)``, as SB3 stores them."""
+    obs, actions, next_obs = _numpy(obs), _numpy(actions), _numpy(next_obs)
+    rewards, terminated, truncated = _numpy(rewards), _numpy(terminated, bool), _numpy(truncated, bool)
+    (B, O), D = obs.shape, actions.shape[1]
+    low = -np.ones(D) if low is None else _numpy(low)
+    high = np.ones(D) if high is None else _numpy(high)
+    env = DummyVecEnv([lambda: _Transitions(O, low, high, next_obs, rewards, terminated, truncated)])
+    policy_kwargs = {"net_arch": [], **kwargs.pop("policy_kwargs", {})}
+    model = algorithm("MlpPolicy", env, buffer_size=B, learning_starts=0, replay_buffer_class=_InOrder, device="cpu",
+                      policy_kwargs=policy_kwargs, **kwargs)
+    model.set_logger(_silent_logger())
+    for i in range(B):
+        model._last_obs = obs[i:i + 1].astype(np.float32)
+        buffer_action = model.policy.scale_action(actions[i:i + 1]).astype(np.float32)
+        new_obs, reward, dones, infos = env.step(model.policy.unscale_action(buffer_action))
+        model._store_transition(model.replay_buffer, buffer_action, new_obs, reward, dones, infos)
+    return model
+
+
+class _Controlled(TorchFunctionMode):
+    """Active around train(): SB3's random draws (``Tensor.normal_``: TD3's target smoothing noise, the standard normal
+    draws of SAC's reparameterised sample) take the suite's noise, in the order train() makes them (``draws``; None:
+    SB3 draws from the seeded global RNG), and the targets train() passes to the critic loss's ``F.mse_loss`` are
+    recorded (``targets``). Nothing else is touched."""
+
+    def __init__(self, draws=None):
+        super().__init__()
+        self.draws = None if draws is None else [th.as_tensor(d) for d in draws]
+        self.targets = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is th.Tensor.normal_ and self.draws is not None:
+            out = args[0]
+            if not self.draws:
+                raise RuntimeError("SB3's train() drew more noise than the adapter expected")
+            draw = self.draws.pop(0)
+            if tuple(out.shape) != tuple(draw.shape):
+                raise RuntimeError(f"SB3's train() drew noise of shape {tuple(out.shape)}, the adapter has {tuple(draw.shape)}")
+            with th.no_grad():
+                out.copy_(draw)
+            return out
+        if func is F.mse_loss:
+            self.targets.append((args[1] if len(args) > 1 else kwargs["target"]).detach().clone())
+        return func(*args, **kwargs)
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        if exc[0] is None and self.draws:
+            raise RuntimeError(f"SB3's train() left {len(self.draws)} of the adapter's noise draws unused")
+
+
+def _f32(module: nn.Module) -> nn.Module:
+    """A float32 copy of one of the suite's networks (SB3's networks are float32); the suite's own is not touched."""
+    return copy.deepcopy(module).to(th.float32)
+
+
+class _QNetwork(nn.Module):
+    """The suite's critic ``Q(obs, action)`` as a q-network of SB3's ContinuousCritic, which calls its q-networks on
+    ``cat([features, actions])``; ``to_action`` maps SB3's normalised action back to the critic's units."""
+
+    def __init__(self, critic, obs_dim, to_action=None):
+        super().__init__()
+        self.critic, self.obs_dim, self.to_action = critic, obs_dim, to_action
+
+    def forward(self, x):
+        obs, action = x[:, :self.obs_dim], x[:, self.obs_dim:]
+        if self.to_action is not None:
+            action = self.to_action(action)
+        return self.critic(obs, action).reshape(-1, 1)
+
+
+class _Then(nn.Module):
+    """``after(module(x))``: the suite's target actor followed by SB3's ``scale_action`` (td3_critic_target)."""
+
+    def __init__(self, module, after):
+        super().__init__()
+        self.module, self.after = module, after
+
+    def forward(self, x):
+        return self.after(self.module(x))
+
+
+class _Head(nn.Module):
+    """One output of the suite's SAC policy ``obs -> (mean, log_std)`` as SAC's ``Actor.mu`` or ``Actor.log_std``."""
+
+    def __init__(self, policy, index):
+        super().__init__()
+        self.policy, self.index = policy, index
+
+    def forward(self, latent):
+        return self.policy(latent)[self.index]
+
+
+class _Lookup(nn.Module):
+    """``Q(obs, action) = values[obs[0]] * one``: td_target's given ``next_q``, read back by the row index the next
+    observation holds. ``one`` (1.0, exact) is a parameter for SB3's optimizer, losses and polyak_update to hold."""
+
+    def __init__(self, values):
+        super().__init__()
+        self.register_buffer("values", th.as_tensor(_numpy(values), dtype=th.float32))
+        self.one = nn.Parameter(th.ones(()))
+
+    def forward(self, obs, action):
+        return self.values[obs[:, 0].long()] * self.one
+
+
+def _reoptimize(model, *modules):
+    """Rebuild the optimizers of the modules whose networks the adapter replaced, as the policy builds them."""
+    for module in modules:
+        module.optimizer = model.policy.optimizer_class(module.parameters(), lr=model.lr_schedule(1),
+                                                        **model.policy.optimizer_kwargs)
+
+
+def _set_critics(critic, networks) -> None:
+    """Put ``networks`` in place of a ContinuousCritic's q-networks (registered as qf0, qf1, ... and listed)."""
+    assert len(networks) == len(critic.q_networks)
+    for i, network in enumerate(networks):
+        setattr(critic, f"qf{i}", network)
+        critic.q_networks[i] = network
+
+
+def _load_td3(model, actor, target_actor, critics, target_critics, *, to_action=None, scale=None) -> dict:
+    """The suite's networks as DDPG's / TD3's: the actors become ``Actor.mu`` (SB3's Actor applies them to its flattened
+    observation), the critics the q-networks of its ContinuousCritic. Returns the float32 copies by role."""
+    O = model.observation_space.shape[0]
+    copies = {"actor": _f32(actor), "target_actor": _f32(target_actor)}
+    model.actor.mu = copies["actor"]
+    model.actor_target.mu = copies["target_actor"] if scale is None else _Then(copies["target_actor"], scale)
+    _set_critics(model.critic, [_QNetwork(_f32(c), O, to_action) for c in critics])
+    _set_critics(model.critic_target, [_QNetwork(_f32(c), O, to_action) for c in target_critics])
+    _reoptimize(model, model.actor, model.critic)
+    return copies
+
+
+def _load_sac(model, policy, critics, target_critics) -> nn.Module:
+    """The suite's policy as SAC's Actor (net_arch []: ``mu`` and ``log_std`` read the flattened observation; SAC then
+    clamps log_std to [-20, 2] and samples SquashedDiagGaussianDistribution), its critics as the q-networks."""
+    O = model.observation_space.shape[0]
+    copy_ = _f32(policy)
+    model.actor.mu, model.actor.log_std = _Head(copy_, 0), _Head(copy_, 1)
+    _set_critics(model.critic, [_QNetwork(_f32(c), O) for c in critics])
+    _set_critics(model.critic_target, [_QNetwork(_f32(c), O) for c in target_critics])
+    _reoptimize(model, model.actor, model.critic)
+    return copy_
+
+
+def _exposed(value: float, module: nn.Module, copy_: nn.Module) -> th.Tensor:
+    """A float32 scalar equal to ``value`` (the loss train() logged) whose gradient with respect to each parameter of
+    the suite's ``module`` is the gradient train() left on the same parameter of its float32 copy."""
+    grads = dict(copy_.named_parameters())
+    pairs = []
+    for name, parameter in module.named_parameters():
+        grad = grads[name].grad
+        pairs.append((parameter, th.zeros_like(grads[name]) if grad is None else grad))
+    out = th.tensor(float(value), dtype=th.float32)
+    for parameter, grad in pairs:
+        if parameter.requires_grad:
+            out = out + ((parameter - parameter.detach()) * grad.to(parameter.dtype)).sum().to(th.float32)
+    return out
+
+
+def _batch_size(obs) -> int:
+    return int(_numpy(obs).shape[0])
+
+
+def td_target(rewards, next_q, terminated, truncated, gamma, handle_timeout_termination=True):
+    """DDPG.train()'s critic target on a batch whose target critic returns ``next_q`` (row i's next observation is [i])."""
+    B = len(rewards)
+    index = np.arange(B, dtype=np.float64)[:, None]
+    with _library_call():
+        model = _off_policy(DDPG, index, np.zeros((B, 1)), rewards, index, terminated, truncated, gamma=float(gamma),
+                            replay_buffer_kwargs={"handle_timeout_termination": handle_timeout_termination})
+        _set_critics(model.critic, [_QNetwork(_Lookup(np.zeros(B)), 1)])
+        _set_critics(model.critic_target, [_QNetwork(_Lookup(next_q), 1)])
+        _reoptimize(model, model.critic)
+        with _Controlled() as controlled:
+            model.train(gradient_steps=1, batch_size=B)
+    return controlled.targets[0].numpy().reshape(B)
+
+
+def ddpg_critic_target(actor, critic, target_actor, target_critic, obs, actions, rewards, next_obs, terminated, truncated,
+                       gamma):
+    """DDPG.train()'s ``target_q_values`` (the argument of its critic loss)."""
+    B = _batch_size(obs)
+    with _library_call():
+        model = _off_policy(DDPG, obs, actions, rewards, next_obs, terminated, truncated, gamma=float(gamma))
+        _load_td3(model, actor, target_actor, [critic], [target_critic])
+        with _Controlled() as controlled:
+            model.train(gradient_steps=1, batch_size=B)
+    return controlled.targets[0].reshape(B)
+
+
+def td3_critic_target(actor, critic1, critic2, target_actor, target_critic1, target_critic2, obs, actions, rewards, next_obs,
+                      terminated, truncated, gamma, noise, noise_clip, low, high):
+    """TD3.train()'s ``target_q_values`` in SB3's normalised action space (see the module docstring)."""
+    B = _batch_size(obs)
+    with _library_call():
+        model = _off_policy(TD3, obs, actions, rewards, next_obs, terminated, truncated, low=low, high=high, gamma=float(gamma))
+        policy = model.policy
+        width = (model.action_space.high.astype(np.float64) - model.action_space.low) / 2.0  # scale_action's slope
+        to_sb3 = lambda a: th.as_tensor(policy.scale_action(_numpy(a)), dtype=th.float32)
+        from_sb3 = lambda a: th.as_tensor(policy.unscale_action(_numpy(a)), dtype=th.float32)
+        _load_td3(model, actor, target_actor, [critic1, critic2], [target_critic1, target_critic2], to_action=from_sb3,
+                  scale=to_sb3)
+        model.target_noise_clip = th.as_tensor(float(noise_clip) / width, dtype=th.float32)
+        with _Controlled(draws=[th.as_tensor(_numpy(noise) / width, dtype=th.float32)]) as controlled:
+            model.train(gradient_steps=1, batch_size=B)
+    return controlled.targets[0].reshape(B)
+
+
+def sac_critic_target(policy, critic1, critic2, target_critic1, target_critic2, obs, actions, rewards, next_obs, terminated,
+                      truncated, gamma, alpha, noise):
+    """SAC.train()'s ``target_q_values`` with ``ent_coef=alpha``; the noise is the second draw (the sample at next_obs)."""
+    B = _batch_size(obs)
+    with _library_call():
+        model = _off_policy(SAC, obs, actions, rewards, next_obs, terminated, truncated, gamma=float(gamma),
+                            ent_coef=float(alpha))
+        _load_sac(model, policy, [critic1, critic2], [target_critic1, target_critic2])
+        zeros = th.zeros(tuple(np.shape(_numpy(noise))))
+        with _Controlled(draws=[zeros, th.as_tensor(_numpy(noise), dtype=th.float32)]) as controlled:
+            model.train(gradient_steps=1, batch_size=B)
+    return controlled.targets[0].reshape(B)
+
+
+def _obs_only(obs, D):
+    """The replay batch of an actor loss: the given observations, zero actions and rewards, no episode end."""
+    obs = _numpy(obs)
+    B = obs.shape[0]
+    return obs, np.zeros((B, D)), np.zeros(B), obs, np.zeros(B, bool), np.zeros(B, bool)
+
+
+def dpg_actor_loss(actor, critic, obs):
+    """DDPG.train()'s actor loss (logged ``train/actor_loss``) and its gradient on the actor's parameters."""
+    B = _batch_size(obs)
+    with th.no_grad():
+        D = actor(th.as_tensor(_numpy(obs)[:1], dtype=next(actor.parameters()).dtype)).shape[-1]
+    with _library_call():
+        # learning_rate 0: the critic's step before the actor loss leaves the critic as given
+        model = _off_policy(DDPG, *_obs_only(obs, D), learning_rate=0.0)
+        copies = _load_td3(model, actor, actor, [critic], [critic])
+        with _Controlled():
+            model.train(gradient_steps=1, batch_size=B)
+    return _exposed(model.logger.name_to_value["train/actor_loss"], actor, copies["actor"])
+
+
+def sac_actor_loss(policy, critic1, critic2, obs, alpha, noise):
+    """SAC.train()'s actor loss with ``ent_coef=alpha`` (logged ``train/actor_loss``) and its gradient on the policy's
+    parameters; the noise is the first draw (the sample at obs)."""
+    B = _batch_size(obs)
+    noise = th.as_tensor(_numpy(noise), dtype=th.float32)
+    with _library_call():
+        model = _off_policy(SAC, *_obs_only(obs, noise.shape[1]), learning_rate=0.0, ent_coef=float(alpha))
+        copy_ = _load_sac(model, policy, [critic1, critic2], [critic1, critic2])
+        with _Controlled(draws=[noise, th.zeros_like(noise)]):
+            model.train(gradient_steps=1, batch_size=B)
+    return _exposed(model.logger.name_to_value["train/actor_loss"], policy, copy_)
+
+
+def sac_alpha_loss(log_alpha, log_prob, action_dim, target_entropy=None):
+    """SAC.train()'s ``ent_coef_loss`` with ``ent_coef="auto"``: ``log_ent_coef`` holds log_alpha, the actor's
+    ``action_log_prob`` returns the given log_prob; target_entropy None is SAC's default ``"auto"``."""
+    B = int(np.size(_numpy(log_prob)))
+    leaf = th.as_tensor(_numpy(log_prob), dtype=th.float32).reshape(B).clone().requires_grad_(True)
+    index = np.arange(B, dtype=np.float64)[:, None]
+    seen = {}
+    with _library_call():
+        model = _off_policy(SAC, index, np.zeros((B, int(action_dim))), np.zeros(B), index, np.zeros(B, bool), np.zeros(B, bool),
+                            target_entropy="auto" if target_entropy is None else float(target_entropy))
+        with th.no_grad():
+            model.log_ent_coef.copy_(th.as_tensor(_numpy(log_alpha), dtype=th.float32).reshape(1))
+
+        def action_log_prob(obs):
+            return th.zeros(len(obs), int(action_dim)), leaf[obs[:, 0].long()]
+
+        def snapshot(optimizer, args, kwargs):  # just after ent_coef_loss.backward(), before anything else
+            seen["log_alpha"] = model.log_ent_coef.grad.clone()
+            seen["log_prob"] = th.zeros(B) if leaf.grad is None else leaf.grad.clone()
+
+        model.actor.action_log_prob = action_log_prob
+        model.ent_coef_optimizer.register_step_pre_hook(snapshot)
+        with _Controlled():
+            model.train(gradient_steps=1, batch_size=B)
+    out = th.tensor(float(model.logger.name_to_value["train/ent_coef_loss"]), dtype=th.float32)
+    for x, grad in ((log_alpha, seen["log_alpha"]), (log_prob, seen["log_prob"])):
+        if isinstance(x, th.Tensor) and x.requires_grad:
+            out = out + ((x - x.detach()) * grad.reshape(x.shape).to(x.dtype)).sum().to(th.float32)
+    return out
+
+
+def polyak_update(target, online, tau):
+    """``stable_baselines3.common.utils.polyak_update([online], [target], tau)`` on float32 tensors (SB3's networks)."""
+    target_param = th.tensor(_numpy(target), dtype=th.float32)
+    sb3_polyak_update([th.tensor(_numpy(online), dtype=th.float32)], [target_param], float(tau))
+    return target_param.numpy()
+
+
+class _Vector(nn.Module):
+    """A q-network whose parameters are one vector ``theta`` (P,), scored 0 (the critic's loss plays no part here)."""
+
+    def __init__(self, theta):
+        super().__init__()
+        self.theta = nn.Parameter(th.as_tensor(_numpy(theta), dtype=th.float32).clone())
+
+    def forward(self, x):
+        return x[:, :1] * 0.0 + (self.theta * 0.0).sum()
+
+
+class _Scripted(th.optim.Optimizer):
+    """The critic's optimizer: its n-th ``step()`` sets the critic's parameter vector to ``history[n - 1]`` (the
+    protocol's online parameters after each gradient step), first calling ``before()``."""
+
+    def __init__(self, parameter, history, before):
+        super().__init__([parameter], {"lr": 0.0})
+        self.parameter, self.history, self.before, self.n = parameter, history, before, 0
+
+    @th.no_grad()
+    def step(self, closure=None):
+        self.before()
+        self.parameter.copy_(self.history[self.n])
+        self.n += 1
+
+
+def _target_updates(algorithm, target, online, tau, period, gradient_steps, **kwargs):
+    """``algorithm.train(gradient_steps=k)`` for each k of ``gradient_steps``, one critic whose parameters are the
+    protocol's vector, its optimizer scripted to the online history; returns the target after every gradient step."""
+    online = th.as_tensor(_numpy(online), dtype=th.float32)
+    P = online.shape[1]
+    with _library_call():
+        model = _off_policy(algorithm, np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros(1, bool),
+                            np.zeros(1, bool), tau=float(tau), policy_kwargs={"n_critics": 1}, **kwargs)
+        _set_critics(model.critic, [_Vector(np.zeros(P))])
+        _set_critics(model.critic_target, [_Vector(target)])
+        history = []  # the target before each gradient step's critic step: the state after the previous step
+        model.critic.optimizer = _Scripted(model.critic.qf0.theta, online,
+                                           lambda: history.append(model.critic_target.qf0.theta.detach().clone()))
+        for steps in gradient_steps:
+            model.train(gradient_steps=int(steps), batch_size=1)
+    history.append(model.critic_target.qf0.theta.detach().clone())
+    return th.stack(history[1:]).numpy()
+
+
+def target_network_updates(target, online, tau, period, gradient_steps):
+    """SAC.train() with ``tau`` and ``target_update_interval=period``: the critic target after every gradient step."""
+    return _target_updates(SAC, target, online, tau, period, gradient_steps, target_update_interval=int(period))
+
+
+def td3_actor_update_steps(gradient_steps, policy_delay):
+    """TD3.train(gradient_steps=k) for each k, ``policy_delay`` given, everything else TD3's defaults, on a replay
+    buffer of four fixed random transitions: for each critic step, whether the actor's optimizer stepped, and whether
+    the target networks moved (the mean over critic_target and actor_target of "any parameter changed")."""
+    rng = np.random.default_rng(0)
+    obs, next_obs, actions = rng.uniform(-1, 1, (4, 2)), rng.uniform(-1, 1, (4, 2)), rng.uniform(-1, 1, (4, 1))
+    with _library_call():
+        model = _off_policy(TD3, obs, actions, rng.uniform(-1, 1, 4), next_obs, np.zeros(4, bool), np.zeros(4, bool),
+                            policy_delay=int(policy_delay))
+        targets = lambda: [th.cat([p.detach().flatten().clone() for p in m.parameters()])
+                           for m in (model.critic_target, model.actor_target)]
+        before_critic_steps, actor_steps = [], set()
+        model.critic.optimizer.register_step_pre_hook(lambda *_: before_critic_steps.append(targets()))
+        model.actor.optimizer.register_step_pre_hook(lambda *_: actor_steps.add(len(before_critic_steps)))
+        for steps in gradient_steps:
+            model.train(gradient_steps=int(steps), batch_size=4)
+        states = before_critic_steps + [targets()]
+    N = len(before_critic_steps)
+    actor = np.array([1.0 if n in actor_steps else 0.0 for n in range(1, N + 1)])
+    moved = np.array([[float(not th.equal(a, b)) for a, b in zip(states[n], states[n + 1])] for n in range(N)])
+    return actor, moved.mean(axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# variants
+
+
+def _td3_target_network_updates(target, online, tau, period, gradient_steps):
+    """TD3.train() with ``tau`` and ``policy_delay=period``: the critic target after every gradient step."""
+    return _target_updates(TD3, target, online, tau, period, gradient_steps, policy_delay=int(period))
+
+
+def _td_target_timeouts_as_terminal(rewards, next_q, terminated, truncated, gamma):
+    """td_target with ``replay_buffer_kwargs={"handle_timeout_termination": False}``."""
+    return td_target(rewards, next_q, terminated, truncated, gamma, handle_timeout_termination=False)
+
+
+td3_target_updates = SimpleNamespace(
+    __doc__="SB3's TD3.train() as the target-network schedule: the critic target is Polyak-updated together with the "
+            "delayed actor, on a counter (self._n_updates) kept across train() calls, with policy_delay as the period",
+    target_network_updates=_td3_target_network_updates,
+)
+timeouts_as_terminal = SimpleNamespace(
+    __doc__="SB3's ReplayBuffer with handle_timeout_termination=False (documented; required by optimize_memory_usage=True): "
+            "a time-limit end is stored as a terminal transition",
+    td_target=_td_target_timeouts_as_terminal,
+)
+VARIANTS = ("td3_target_updates", "timeouts_as_terminal")

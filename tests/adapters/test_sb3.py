@@ -95,3 +95,117 @@ def test_calls_leave_global_rngs_alone():
     sb3.gae(**P2)
     sb3.ppo_clip_loss(torch.zeros(3), torch.zeros(3), torch.ones(3), 0.2)
     assert np.array_equal(np.random.get_state()[1], state[0]) and torch.equal(torch.get_rng_state(), state[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# off-policy: DDPG, TD3, SAC
+
+
+def _modules(case, dtype=torch.float64):
+    from rlspec.checks.clauses.offpolicy import MODULES, kind_of
+
+    return {role: MODULES[kind_of(role)](spec, dtype) for role, spec in case.nets.items()}
+
+
+def _batch(case):
+    t = lambda x: torch.as_tensor(x, dtype=torch.float64)
+    return dict(obs=t(case.obs), actions=t(case.actions), rewards=t(case.rewards), next_obs=t(case.next_obs),
+                terminated=torch.as_tensor(case.terminated), truncated=torch.as_tensor(case.truncated), gamma=case.gamma)
+
+
+def test_td_target_through_the_replay_buffers_timeouts():
+    """DummyVecEnv + _store_transition + ReplayBuffer: a truncated row bootstraps, terminated wins over truncated;
+    with handle_timeout_termination=False (the variant) a truncated row is terminal."""
+    args = dict(rewards=np.array([1.0, 1.0, 0.5, -2.0]), next_q=np.array([10.0, 10.0, -4.0, 3.0]),
+                terminated=np.array([False, False, False, True]), truncated=np.array([True, False, True, True]), gamma=0.9)
+    y = sb3.td_target(**args)
+    assert y.dtype == np.float32 and y.tolist() == pytest.approx([10.0, 10.0, -3.1, -2.0], abs=1e-6)
+    assert sb3.timeouts_as_terminal.td_target(**args).tolist() == [1.0, 10.0, 0.5, -2.0]
+
+
+def test_sac_soft_target_worked_by_hand():
+    """SAC-SOFT-TARGET's hand case through SAC.train(): 1 + 0.5 (min(2, 3) - 0.1 (-1)) = 2.05 (the noise is the draw at
+    next_obs; the eps form's log(1 + 1e-6) is below float32's resolution here)."""
+    from rlspec.checks.clauses.offpolicy import HAND_SAC
+
+    m = _modules(HAND_SAC)
+    y = sb3.sac_critic_target(m["policy"], m["critic1"], m["critic2"], m["target_critic1"], m["target_critic2"],
+                              **_batch(HAND_SAC), alpha=HAND_SAC.alpha, noise=torch.as_tensor(HAND_SAC.noise))
+    assert y.dtype == torch.float32 and y.item() == pytest.approx(2.05, abs=1e-6)
+
+
+def test_td3_target_in_sb3s_normalised_action_space():
+    """TD3 clamps to [-1, 1] in its normalised units; through scale_action / unscale_action that is [low, high]: the
+    known batch with narrow bounds matches the clause's float64 target to float32 accuracy."""
+    from dataclasses import replace
+
+    from rlspec.checks.clauses.offpolicy import KNOWN, TD3_KNOWN_NOISE, td3_expected
+
+    case = replace(KNOWN, noise=TD3_KNOWN_NOISE, noise_clip=1.0, low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25]))
+    m = _modules(case)
+    y = sb3.td3_critic_target(m["actor"], m["critic1"], m["critic2"], m["target_actor"], m["target_critic1"], m["target_critic2"],
+                              **_batch(case), noise=torch.as_tensor(case.noise), noise_clip=case.noise_clip,
+                              low=torch.as_tensor(case.low), high=torch.as_tensor(case.high))
+    expected, _, _ = td3_expected(case, 2.0**-24, "bounds")
+    assert np.abs(y.numpy() - expected).max() < 1e-5
+
+
+def test_actor_losses_reach_the_actor_and_the_temperature_loss_is_in_log_alpha():
+    """DPG: d loss / d bias = -mean_b dQ/da (1 - mu^2); SAC's temperature loss at log_alpha = log 0.5, log_prob =
+    (-1, 0.5): -0.8664340 with gradient 1.25 (target -1) and 3.25 (the default, -3 for three action dimensions), and
+    no gradient into log_prob."""
+    from rlspec.checks.clauses.offpolicy import KNOWN, actor_np, critic_grad_np
+
+    m = _modules(KNOWN)
+    loss = sb3.dpg_actor_loss(m["actor"], m["critic"], torch.as_tensor(KNOWN.obs))
+    (g_bias,) = torch.autograd.grad(loss, [m["actor"].bias])
+    mu = actor_np(KNOWN.nets["actor"], KNOWN.obs)
+    expected = -(critic_grad_np(KNOWN.nets["critic"], KNOWN.obs, mu) * (1 - mu**2)).mean(0)
+    assert g_bias.numpy() == pytest.approx(expected, abs=1e-6)
+
+    log_alpha = torch.tensor(np.log(0.5), dtype=torch.float64, requires_grad=True)
+    log_prob = torch.tensor([-1.0, 0.5], dtype=torch.float64, requires_grad=True)
+    loss = sb3.sac_alpha_loss(log_alpha, log_prob, 2, -1.0)
+    g_alpha, g_logp = torch.autograd.grad(loss, [log_alpha, log_prob], allow_unused=True)
+    assert loss.item() == pytest.approx(-0.8664340, abs=1e-6) and g_alpha.item() == pytest.approx(1.25, abs=1e-6)
+    assert g_logp is None or not g_logp.any()
+    loss = sb3.sac_alpha_loss(log_alpha, log_prob, 3)
+    assert torch.autograd.grad(loss, [log_alpha])[0].item() == pytest.approx(3.25, abs=1e-6)
+
+
+def test_polyak_update_and_td3_delays():
+    assert sb3.polyak_update(np.array([1.0, 2.0, -3.0]), np.array([0.0, 4.0, 1.0]), 0.25).tolist() == [0.75, 2.5, -2.0]
+    actor, targets = sb3.td3_actor_update_steps((1, 1, 1, 1, 1, 1), 2)  # policy_delay 2, one critic step per call
+    assert actor.tolist() == targets.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    actor, targets = sb3.td3_actor_update_steps((3, 1, 2), 2)
+    assert actor.tolist() == targets.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+def test_sac_target_update_interval_restarts_in_every_call():
+    """bugs-found 17 (H6): SAC copies (tau = 1, target_update_interval = 3) on steps 1, 3, 5, 7, 8 of calls of
+    2, 2, 2, 1, 2 gradient steps (the clause's known case: 3, 6, 9); TD3's policy_delay schedule copies on 3, 6, 9."""
+    online = np.arange(1.0, 10.0)[:, None]  # the online parameter after step n is n
+    calls = (2, 2, 2, 1, 2)
+    sac = sb3.target_network_updates(np.zeros(1), online, 1.0, 3, calls)[:, 0]
+    assert sac.tolist() == [1.0, 1.0, 3.0, 3.0, 5.0, 5.0, 7.0, 8.0, 8.0]
+    td3 = sb3.td3_target_updates.target_network_updates(np.zeros(1), online, 1.0, 3, calls)[:, 0]
+    assert td3.tolist() == [0.0, 0.0, 3.0, 3.0, 3.0, 6.0, 6.0, 6.0, 9.0]
+    every_step = sb3.target_network_updates(np.zeros(1), online[:4], 1.0, 2, (1, 1, 1, 1))[:, 0]
+    assert every_step.tolist() == [1.0, 2.0, 3.0, 4.0]  # one step per call: the interval is ignored
+
+
+def test_off_policy_calls_leave_global_state_and_the_suites_networks_alone():
+    from dataclasses import replace
+
+    from rlspec.checks.clauses.offpolicy import KNOWN, SAC_KNOWN_NOISE
+
+    case = replace(KNOWN, noise=SAC_KNOWN_NOISE)
+    m = _modules(case)
+    before = {role: [p.detach().clone() for p in module.parameters()] for role, module in m.items()}
+    state = np.random.get_state()[1].copy(), torch.get_rng_state().clone(), torch.get_default_dtype()
+    sb3.sac_actor_loss(m["policy"], m["critic1"], m["critic2"], torch.as_tensor(case.obs), 0.2, torch.as_tensor(case.noise))
+    sb3.td3_actor_update_steps((2, 1), 2)
+    assert np.array_equal(np.random.get_state()[1], state[0]) and torch.equal(torch.get_rng_state(), state[1])
+    assert torch.get_default_dtype() == state[2] and torch.overrides._get_current_function_mode() is None
+    for role, module in m.items():
+        assert all(torch.equal(p, q) for p, q in zip(module.parameters(), before[role])), role
