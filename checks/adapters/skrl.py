@@ -62,6 +62,80 @@ What each operation drives (paths in ``site-packages/skrl``):
   expected_improve_rate``, which the suite passes to a candidate that declares the ratio. (skrl scales
   the prediction in place at every backtrack: docs/bugs-found.md.)
 
+Off-policy (DDPG, TD3, SAC: ``agents/torch/{ddpg,td3,sac}``). Each network operation is one real
+``update()`` of the agent (one gradient step, ``batch_size`` B) on a RandomMemory filled by the agent's own
+``record_transition`` with the replay batch as one transition of B environments (observations
+``(B, O + 1)`` float32, the last column the row's index: i at s, B + i at s', which the adapter's models
+strip; actions ``(B, D)``, rewards and flags ``(B, 1)``). skrl stores ``terminated`` and drops
+``truncated``, and its targets mask ``terminated`` alone: a truncated row bootstraps from the stored next
+observation (the time-limit problem of ``compute_gae``, docs/bugs-found.md #1, is not in these agents).
+The memory samples without replacement (skrl's default): update()'s batch is the whole memory in a random
+order, put back in row order from ``memory.sampling_indexes``. The suite's networks are loaded into skrl
+models as float32 copies (``DeterministicMixin`` with its defaults around the suite's actor / critic; the
+critic answers a (B, 1) column); target networks are loaded after the agent's constructor, which
+hard-copies the online networks into them. Learning rates are 0: update() computes skrl's targets, losses
+and gradients, and its optimizers' steps leave every network as the suite gave it (the losses are read,
+not applied; the suite's own modules are never touched).
+
+- ``td_target``: DDPG.update()'s target line ``r + discount_factor * terminated.logical_not() * Q'`` with a
+  target critic that answers ``next_q`` by row (the actor and critic are zero tables); DDPG, TD3 and SAC
+  mask the same stored flag. The targets are read as the tensor update() passes to ``F.mse_loss`` (the
+  agent module's ``F`` is, for the call, a proxy that records that argument and calls the real one).
+- ``ddpg_critic_target``: DDPG.update() with policy, target_policy, critic, target_critic the suite's four
+  networks; the targets read as for ``td_target``.
+- ``td3_critic_target``: TD3.update() with the suite's six networks, the action space ``Box(low, high)``
+  (update() clamps the noisy target action to its limits) and ``smooth_regularization_clip = noise_clip``.
+  The suite's smoothing noise is delivered through skrl's noise interface: ``smooth_regularization_noise``
+  is a ``Noise`` whose ``sample()`` returns the suite's draws for the rows the memory has just sampled.
+  (skrl's default ``smooth_regularization_noise`` is None: TD3 then adds no target-policy smoothing at all
+  and logs a warning; the protocol passes the noise, so the adapter configures it.)
+- ``sac_critic_target``: SAC.update() with ``initial_entropy_value = alpha`` (the coefficient its first
+  gradient step uses) and the suite's policy, critics and target critics. skrl ships no tanh-squashed
+  Gaussian (``GaussianMixin`` samples an unbounded Normal), so the policy model is the adapter's, as a
+  skrl user would write it: ``act`` returns ``tanh(u)``, ``u = mean + exp(log_std) noise`` with the suite's
+  noise for the row, and ``log_prob`` = the Normal log-density of u (torch's ``Normal``, as GaussianMixin)
+  minus the exact log-Jacobian ``2 (log 2 - u - softplus(-2u))``, summed over D (``tanh_log_prob_eps``
+  keeps its default, None: it describes this model, not skrl). Everything else is SAC.update()'s.
+- ``dpg_actor_loss``: DDPG.update()'s ``-critic_values.mean()`` (tracked ``Loss / Policy loss``). The
+  returned float32 scalar has that value, and its gradient with respect to the suite's actor is the
+  ``.grad`` update()'s backward left on the actor's copy; with respect to the critic, what the actor
+  loss's backward sent into the critic's parameters (the critic model taps them when it scores actions
+  that carry a gradient). skrl's actor loss does reach the critic: its ``policy_optimizer`` steps the
+  actor alone and ``critic_optimizer.zero_grad()`` clears the critic before its next step (declared
+  ``actor_loss_critic_gradient = "discarded"``).
+- ``sac_actor_loss``: SAC.update()'s ``(alpha log_prob - min(Q1, Q2)).mean()`` at the policy's sample at s
+  (tracked ``Loss / Policy loss``; SAC tracks only with ``write_interval > 0``, which at init() would open a
+  TensorBoard writer: the agent is initialised with 0 and set to 1 afterwards, and nothing is written),
+  gradients read back as for ``dpg_actor_loss`` (policy and both critics).
+- ``sac_alpha_loss``: SAC.update()'s ``-(log_entropy_coefficient * (log_prob + target_entropy).detach()).mean()``
+  (``learn_entropy=True``, its default; tracked ``Loss / Entropy loss``) with the agent's
+  ``log_entropy_coefficient`` set to ``log_alpha``, the policy answering the suite's ``log_prob`` by row,
+  ``action_space = Box(action_dim)`` and ``target_entropy`` passed or left None (skrl's default:
+  ``-prod(action_space.shape)``, declared ``default_target_entropy_per_dim = -1``). Gradients: in log_alpha
+  the ``.grad`` of ``log_entropy_coefficient``; in log_prob what the entropy backward sends into it (a hook
+  on the leaf records each backward in order: the policy loss's first, the entropy loss's after it, if any).
+- ``polyak_update``: ``Model.update_parameters(model, polyak=tau)`` (``models/torch/base.py``) on two skrl
+  models of one float32 parameter vector each (polyak = 1 takes its copy branch).
+- ``target_network_updates``: TD3.update() with ``policy_delay = period`` and ``polyak = tau`` (TD3 updates
+  its target networks on the delayed steps, by ``update_parameters``), one update() per entry of
+  ``gradient_steps`` with ``cfg.gradient_steps`` set to it (the agent and its ``_update_counter`` persist,
+  as in training). The target is ``target_critic_1`` (loaded with ``target``); ``critic_1``'s parameters are
+  set to ``online[n - 1]`` at the start of step n, when update() samples its batch (a RandomMemory whose
+  ``sample`` first calls the adapter's hook, which also records the target after the previous step).
+- ``td3_actor_update_steps``: TD3.update() with ``policy_delay`` and skrl's default learning rate (1e-3) and
+  polyak (0.005), on one-parameter networks that every step moves (the actor ascends Q = a + c, the critic
+  chases a target near 1): ``actor_updates`` is 1 on the steps that moved the actor's parameter,
+  ``target_updates`` the fraction of the three target networks that moved (1: all, as TD3 updates them
+  together).
+
+Two more code paths are defined as candidates but are not matrix columns yet (``VARIANTS``): ``skrl:td3``,
+``dpg_actor_loss`` through TD3.update() (critic_1, on the delayed second step of policy_delay 2), and
+``skrl:dqn``, ``target_network_updates`` through DQN.update() (``target_update_interval`` and ``polyak``).
+Both pass every clause they provide; see ``VARIANTS`` below.
+
+skrl 2.1.1 has no offline algorithms (no CQL, IQL or AWR in ``agents/torch``): the offline chapter is not
+provided.
+
 Precision: skrl's memory holds float32 tensors, so the adapter computes in float32 and declares
 ``RLSPEC_PRECISION = "float32"``. skrl has no tanh-squashed Gaussian (``tanh_gaussian_log_prob`` is
 not provided). Deliberate deviations are listed in ``skrl.xfail``; defects stay red (see
@@ -301,7 +375,6 @@ time_limit_bootstrap = SimpleNamespace(
     gae=_gae_time_limit_bootstrap,
     RLSPEC_CONVENTIONS=dict(RLSPEC_CONVENTIONS),
 )
-VARIANTS = ("time_limit_bootstrap", "unclamped_log_std")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,8 +818,9 @@ class _Rows(DeterministicMixin, Model):
 
 class _Scalar(DeterministicMixin, Model):
     """A tiny skrl model with one parameter vector ``theta``: as a policy it acts ``theta[0]`` in every
-    state; as a critic ``Q(s, a) = a + theta[0]``. The networks of the schedule operations, whose only
-    question is when skrl moves them."""
+    state; as a critic ``Q(s, a) = a + theta[0]``; over a Discrete action space a Q-network answering
+    ``theta[0]`` for every action. The networks of the schedule operations, whose only question is when
+    skrl moves them."""
 
     def __init__(self, theta, *, critic: bool = False, action_space=None):
         Model.__init__(self, observation_space=_box(1), action_space=action_space or _box(1), device="cpu")
@@ -756,6 +830,8 @@ class _Scalar(DeterministicMixin, Model):
 
     def compute(self, inputs, role=""):
         n = inputs["observations"].shape[0]
+        if isinstance(self.action_space, gymnasium.spaces.Discrete):  # a Q-network: Q(s, .) = theta[0] for every action
+            return self.theta[0] + torch.zeros(n, int(self.action_space.n)), {}
         if self.is_critic:
             return inputs["taken_actions"][:, :1] + self.theta[0], {}
         return self.theta[:1].expand(n, 1), {}
@@ -897,6 +973,12 @@ def _actor_loss_gradients(suite_net, model) -> list:
     return [(p, model.actor_loss_gradients.get(name)) for name, p in suite_net.named_parameters()]
 
 
+def _actions_of(actor, obs) -> torch.Tensor:
+    """The actor's actions at obs, from a float32 copy (for the action dimension)."""
+    with torch.no_grad():
+        return copy.deepcopy(actor).to(torch.float32)(_float32(obs))
+
+
 def _shape(obs, actions=None):
     B, O = obs.shape[0], obs.shape[1]
     return B, O, (None if actions is None else actions.shape[1])
@@ -983,9 +1065,7 @@ def sac_critic_target(policy, critic1, critic2, target_critic1, target_critic2, 
 def dpg_actor_loss(actor, critic, obs):
     """DDPG.update()'s actor loss ``-critic_values.mean()`` (tracked ``Loss / Policy loss``) and the gradient
     its backward leaves on the actor's parameters."""
-    B, O, _ = _shape(obs)
-    with torch.no_grad():
-        D = actor(obs).shape[-1]
+    B, O, D = _shape(obs, _actions_of(actor, obs))
     space = _box(D, -1.0, 1.0)
     with _offpolicy_call():
         models = {"policy": _Wrapped(actor, O, space), "target_policy": _Wrapped(actor, O, space),
@@ -1109,3 +1189,65 @@ def td3_actor_update_steps(gradient_steps, policy_delay):
         states = _schedule(agent, gradient_steps, lambda: [m.theta.detach().clone() for m in networks])
     moved = np.array([[not torch.equal(a, b) for a, b in zip(before, after)] for before, after in zip(states, states[1:])], dtype=float)
     return moved[:, 0], moved[:, 1:].mean(axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# variants: the same operations through TD3's actor loss and DQN's target network
+
+
+def _td3_dpg_actor_loss(actor, critic, obs):
+    """TD3.update()'s actor loss ``-critic_values.mean()`` with critic_1 (tracked ``Loss / Policy loss``), on
+    its default policy_delay = 2: one update() of two gradient steps, the actor's on the second."""
+    B, O, D = _shape(obs, _actions_of(actor, obs))
+    space = _box(D, -1.0, 1.0)
+    with _offpolicy_call():
+        models = {"policy": _Wrapped(actor, O, space), "target_policy": _Wrapped(actor, O, space),
+                  **{name: _Wrapped(critic, O, space, critic=True) for name in ("critic_1", "critic_2", "target_critic_1", "target_critic_2")}}
+        agent = _offpolicy_agent(TD3, models, O, space, B, gradient_steps=2)
+        no = torch.zeros(B, dtype=torch.bool)
+        _record(agent, obs, torch.zeros(B, D), torch.zeros(B), obs, no, no)
+        agent.update(timestep=0, timesteps=1)
+    return _with_gradients(agent.tracking_data["Loss / Policy loss"][-1], _parameter_gradients(actor, agent.policy)
+                           + _actor_loss_gradients(critic, agent.critic_1) + _actor_loss_gradients(critic, agent.critic_2))
+
+
+def _dqn_target_network_updates(target, online, tau, period, gradient_steps):
+    """DQN.update() with ``target_update_interval = period`` and ``polyak = tau`` (its own counter of gradient
+    steps, dqn.py:325-327), one call per entry of gradient_steps: the target is target_q_network (loaded with
+    ``target``), the q_network's parameters are set to ``online[n - 1]`` at the start of step n (learning
+    rate 0)."""
+    online = np.asarray(online, dtype=np.float64)
+    space = gymnasium.spaces.Discrete(2)
+    with _offpolicy_call():
+        models = {name: _Scalar(np.zeros(online.shape[1]), critic=True, action_space=space) for name in ("q_network", "target_q_network")}
+        agent = _offpolicy_agent(DQN, models, 0, space, 1, memory=_SteppedMemory(memory_size=1, num_envs=1, device="cpu"),
+                                 target_update_interval=int(period), polyak=float(tau))
+        with torch.no_grad():
+            agent.target_q_network.theta.copy_(torch.as_tensor(np.asarray(target, dtype=np.float64)).to(torch.float32))
+        no = torch.zeros(1, dtype=torch.bool)
+        _record(agent, torch.zeros(1, 0), torch.zeros(1, 1), torch.ones(1), torch.zeros(1, 0), no, no)
+
+        def before_step(n):
+            with torch.no_grad():
+                agent.q_network.theta.copy_(torch.as_tensor(online[n]).to(torch.float32))
+
+        states = _schedule(agent, gradient_steps, lambda: agent.target_q_network.theta.detach().clone(), before_step)
+    return torch.stack(states[1:]).numpy()
+
+
+td3 = SimpleNamespace(
+    __doc__="skrl's TD3 agent for the deterministic actor loss: -critic_1(s, mu(s)).mean() on its delayed step "
+    "(policy_delay 2), read from TD3.update().",
+    dpg_actor_loss=_td3_dpg_actor_loss,
+)
+dqn = SimpleNamespace(
+    __doc__="skrl's DQN agent for the target network's schedule: target_update_interval and polyak, counted by "
+    "DQN.update()'s own gradient-step counter.",
+    target_network_updates=_dqn_target_network_updates,
+)
+# td3 and dqn are candidates (`rlspec check --candidate skrl:td3`) but not yet columns of the matrix: a
+# variant in VARIANTS needs its column in docs/conformance.json (tests/adapters/test_matrix_verdicts.py),
+# which is regenerated at merge. To make them columns: add "td3", "dqn" here and the tables
+# ["skrl:td3"] "DPG-ACTOR-CRITIC-HELD-FIXED" = "not-provided" and ["skrl:dqn"] (empty) to
+# tests/adapters/expected/skrl.toml.
+VARIANTS = ("time_limit_bootstrap", "unclamped_log_std")
