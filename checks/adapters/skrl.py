@@ -88,7 +88,8 @@ not applied; the suite's own modules are never touched).
   The suite's smoothing noise is delivered through skrl's noise interface: ``smooth_regularization_noise``
   is a ``Noise`` whose ``sample()`` returns the suite's draws for the rows the memory has just sampled.
   (skrl's default ``smooth_regularization_noise`` is None: TD3 then adds no target-policy smoothing at all
-  and logs a warning; the protocol passes the noise, so the adapter configures it.)
+  and logs a warning, a choice its author explains in Toni-SM/skrl #55: the noise is the user's to define;
+  the protocol passes the noise, so the adapter configures it.)
 - ``sac_critic_target``: SAC.update() with ``initial_entropy_value = alpha`` (the coefficient its first
   gradient step uses) and the suite's policy, critics and target critics. skrl ships no tanh-squashed
   Gaussian (``GaussianMixin`` samples an unbounded Normal), so the policy model is the adapter's, as a
