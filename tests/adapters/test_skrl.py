@@ -139,3 +139,131 @@ def test_trpo_update_is_for_gaussian_policies_only():
     theta = torch.zeros(categorical.n_params, dtype=torch.float64)
     with pytest.raises(KeyError, match="mean_actions"):
         skrl.trpo_update(categorical, theta, torch.zeros(6, dtype=torch.long), advantages, 0.01, 10, 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# off-policy: DDPG, TD3 and SAC through update() (the numbers the adapter's docstring quotes)
+
+
+def _suite_case(**changes):
+    from dataclasses import replace
+
+    from rlspec.checks.clauses import offpolicy
+
+    case = replace(offpolicy.KNOWN, **changes)
+    module = lambda role: offpolicy.MODULES[offpolicy.kind_of(role)](case.nets[role], torch.float64)
+    batch = {k: (torch.tensor(v) if k not in ("terminated", "truncated") else torch.tensor(v, dtype=torch.bool))
+             for k, v in case.batch().items()}
+    return case, module, batch
+
+
+def test_offpolicy_targets_bootstrap_truncated_rows():
+    """record_transition stores `terminated` and drops `truncated`; the targets mask `terminated` alone, so a
+    truncated row bootstraps (unlike compute_gae's default, docs/bugs-found.md #1): r = (1, 1, 0.5, -2),
+    Q' = (10, 10, -4, 3), terminated (F, F, F, T), truncated (T, F, T, T), gamma 0.9: (10, 10, -3.1, -2)."""
+    y = skrl.td_target(np.array([1.0, 1.0, 0.5, -2.0]), np.array([10.0, 10.0, -4.0, 3.0]),
+                       np.array([False, False, False, True]), np.array([True, False, True, True]), 0.9)
+    assert y.dtype == np.float32 and y.tolist() == pytest.approx([10.0, 10.0, -3.1, -2.0], abs=1e-6)
+
+
+def test_sac_soft_target_worked_by_hand():
+    """The chapter's hand-worked case (min Q' = 2, log pi = -1, alpha 0.1, gamma 0.5): 2.05."""
+    from rlspec.checks.clauses import offpolicy
+
+    case = offpolicy.HAND_SAC
+    net = lambda role: offpolicy.MODULES[offpolicy.kind_of(role)](case.nets[role], torch.float64)
+    t = lambda x: torch.tensor(x)
+    y = skrl.sac_critic_target(net("policy"), net("critic1"), net("critic2"), net("target_critic1"), net("target_critic2"),
+                               t(case.obs), t(case.actions), t(case.rewards), t(case.next_obs), t(case.terminated),
+                               t(case.truncated), case.gamma, case.alpha, t(case.noise))
+    assert y.item() == pytest.approx(2.05, abs=1e-6)
+
+
+def test_td3_target_smoothing_is_skrls_once_configured():
+    """TD3_CFG's default smooth_regularization_noise is None (no target-policy smoothing); with the suite's noise
+    delivered through skrl's Noise interface, update() clips it to smooth_regularization_clip and the action to
+    the space's bounds: the known batch's target matches the clause's value."""
+    from skrl.agents.torch.td3 import TD3_CFG
+
+    from rlspec.checks.clauses import offpolicy
+
+    assert TD3_CFG().smooth_regularization_noise is None
+    case, net, batch = _suite_case(noise=offpolicy.TD3_KNOWN_NOISE)
+    roles = ("actor", "critic1", "critic2", "target_actor", "target_critic1", "target_critic2")
+    y = skrl.td3_critic_target(*(net(r) for r in roles), **batch, gamma=case.gamma, noise=torch.tensor(case.noise),
+                               noise_clip=case.noise_clip, low=torch.tensor(case.low), high=torch.tensor(case.high))
+    expected, _, _ = offpolicy.td3_expected(case, 2**-24, "double-q")
+    assert y.double().numpy() == pytest.approx(expected, abs=1e-5)
+
+
+def test_actor_losses_reach_the_critics():
+    """actor_loss_critic_gradient = "discarded": DDPG's and SAC's actor losses send gradient into the critics
+    (skrl clears it before the critics' own step); the actor's gradient is the deterministic policy gradient."""
+    from rlspec.checks.clauses import offpolicy
+
+    case, net, _ = _suite_case(noise=offpolicy.SAC_KNOWN_NOISE)
+    actor, critic = net("actor"), net("critic")
+    loss = skrl.dpg_actor_loss(actor, critic, torch.tensor(case.obs))
+    expected, _, grads, _ = offpolicy.dpg_expected(case, 2**-24)
+    assert loss.item() == pytest.approx(expected, abs=1e-5)
+    assert torch.autograd.grad(loss, actor.weight, retain_graph=True)[0].numpy() == pytest.approx(grads["weight"], abs=1e-5)
+    assert torch.autograd.grad(loss, critic.c)[0].item() == pytest.approx(-1.0)  # d(-mean Q)/dc
+    policy, critic1, critic2 = net("policy"), net("critic1"), net("critic2")
+    loss = skrl.sac_actor_loss(policy, critic1, critic2, torch.tensor(case.obs), case.alpha, torch.tensor(case.noise))
+    reached = [torch.autograd.grad(loss, c.c, retain_graph=True)[0].item() for c in (critic1, critic2)]
+    assert sum(reached) == pytest.approx(-1.0) and all(r <= 0 for r in reached)  # d/dc of -mean min(Q1, Q2)
+
+
+def test_temperature_loss_known_answers():
+    """-(log_alpha (log_prob + H).detach()).mean(): log_alpha = log 0.5, log_prob (-1, 0.5), H = -1: loss
+    -0.8664340, d/d log_alpha 1.25, nothing into log_prob; target_entropy None and action_dim 3: 3.25."""
+    log_alpha = torch.tensor(np.log(0.5), requires_grad=True)
+    log_prob = torch.tensor([-1.0, 0.5], requires_grad=True)
+    loss = skrl.sac_alpha_loss(log_alpha, log_prob, 2, -1.0)
+    g_alpha, g_logp = torch.autograd.grad(loss, [log_alpha, log_prob])
+    assert loss.item() == pytest.approx(-0.8664340, abs=1e-6)
+    assert g_alpha.item() == pytest.approx(1.25, abs=1e-6) and g_logp.tolist() == [0.0, 0.0]
+    loss = skrl.sac_alpha_loss(log_alpha, log_prob, 3)
+    assert torch.autograd.grad(loss, log_alpha)[0].item() == pytest.approx(3.25, abs=1e-6)
+
+
+def test_polyak_and_td3_schedules():
+    """update_parameters(polyak=0.25): (0.75, 2.5, -2). TD3 counts gradient steps across update() calls and
+    updates on steps policy_delay, 2 policy_delay, ... (update_phase "end"), the targets with the actor."""
+    assert skrl.polyak_update(np.array([1.0, 2.0, -3.0]), np.array([0.0, 4.0, 1.0]), 0.25).tolist() == [0.75, 2.5, -2.0]
+    actor, targets = skrl.td3_actor_update_steps((3, 1, 2), 2)
+    assert actor.tolist() == [0, 1, 0, 1, 0, 1] and targets.tolist() == actor.tolist()
+    history = skrl.target_network_updates(np.zeros(2), np.eye(2)[[0, 1, 0, 1, 0, 1]] * 4.0, 1.0, 3, (1,) * 6)
+    assert history.tolist() == [[0, 0], [0, 0], [4, 0], [4, 0], [4, 0], [0, 4]]  # hard copies on steps 3 and 6
+
+
+def test_td3_and_dqn_paths_agree_with_the_main_column():
+    """The candidates skrl:td3 (TD3's actor loss) and skrl:dqn (DQN's target_update_interval), not yet matrix
+    columns, give the same answers as DDPG's actor loss and TD3's target schedule."""
+    case, net, _ = _suite_case()
+    obs = torch.tensor(case.obs)
+    assert skrl.td3.dpg_actor_loss(net("actor"), net("critic"), obs).item() == skrl.dpg_actor_loss(net("actor"), net("critic"), obs).item()
+    online = np.arange(12.0).reshape(6, 2)
+    assert np.array_equal(skrl.dqn.target_network_updates(np.zeros(2), online, 0.5, 2, (3, 1, 2)),
+                          skrl.target_network_updates(np.zeros(2), online, 0.5, 2, (3, 1, 2)))
+
+
+def test_offpolicy_calls_leave_skrl_as_they_found_it():
+    """The F proxy is removed after update(), skrl's logger level and torch's RNG are put back."""
+    import skrl as library
+    from skrl.agents.torch.ddpg import ddpg as module
+
+    level, state = library.logger.level, torch.random.get_rng_state()
+    skrl.td_target(np.ones(2), np.ones(2), np.zeros(2, bool), np.zeros(2, bool), 0.9)
+    assert module.F is torch.nn.functional and library.logger.level == level
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_no_offline_algorithms():
+    """skrl 2.1.1 has no CQL, IQL or AWR: the offline chapter is not provided."""
+    import pkgutil
+
+    import skrl.agents.torch as agents
+
+    assert not {"cql", "iql", "awr", "bcq", "td3_bc"} & {m.name for m in pkgutil.iter_modules(agents.__path__)}
+    assert not any(hasattr(skrl, op) for op in ("cql_penalty", "cql_sampled_penalty", "expectile_loss", "iql_targets", "awr_loss"))
