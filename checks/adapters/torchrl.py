@@ -723,7 +723,7 @@ def _iql(target, value, dtype, *, log_prob=None, **options) -> tuple[IQLLoss, Te
     each), and whose policy gives the dataset's action the log-probability ``log_prob``; the batch it reads."""
     B = target.shape[0]
     loss = IQLLoss(_actor(), [_reader("q_in", dtype), _reader("q_in", dtype)], _reader("v_in", dtype, "state_value"),
-                   reduction="none", **options)
+                   reduction="none", scalar_output_mode="exclude", **options)
     zeros = torch.zeros(B, dtype=dtype)
     data = TensorDict({"q_in": _column(target), "v_in": _column(value), "action": zeros,
                        "logp_in": zeros if log_prob is None else log_prob, "entropy_in": zeros}, batch_size=[B])
@@ -758,7 +758,7 @@ def iql_targets(target_q, rewards, next_values, terminated, truncated, gamma):
     dtype = rewards.dtype
     critics = [ValueOperator(_RowQ(target_q[k]), in_keys=["observation"], out_keys=["state_action_value"]) for k in range(K)]
     loss = _td0(IQLLoss(_actor(), critics if K > 1 else critics[0], _reader("v_in", dtype, "state_value"), num_qvalue_nets=K,
-                        reduction="none"), gamma)
+                        reduction="none", scalar_output_mode="exclude"), gamma)
     zeros = torch.zeros(B, dtype=dtype)
     value = torch.zeros(B, 1, dtype=dtype, requires_grad=True)
     data = TensorDict({"observation": _column(zeros), "v_in": value, "action": zeros, "logp_in": zeros, "entropy_in": zeros,
@@ -853,7 +853,7 @@ def _cql_sampled(q_uniform, q_policy, log_pi, q_data, action_low, action_high, a
     critics = [ValueOperator(_SampledQ(tables, nr, dtype), in_keys=["observation", "action"]) for _ in range(2)]
     loss = CQLLoss(actor, critics, num_random=nr, temperature=float(temperature), min_q_weight=float(alpha),
                    action_spec=Bounded(action_low, action_high, (D,), dtype=dtype),
-                   **({} if reduction is None else {"reduction": reduction}))
+                   **({} if reduction is None else {"reduction": reduction, "scalar_output_mode": "exclude"}))
     index = torch.arange(B, dtype=dtype)[:, None]
     no = torch.zeros(B, 1, dtype=torch.bool)
     data = TensorDict({"observation": torch.cat([index, torch.zeros_like(index)], 1),
