@@ -145,6 +145,7 @@ from torchrl.objectives.utils import ValueEstimators
 from torchrl.objectives.value import GAE, TD0Estimator
 from torchrl.objectives.value.functional import generalized_advantage_estimate, vec_generalized_advantage_estimate
 
+WRITTEN_AGAINST = "0.14.1"
 RLSPEC_ARRAY = "torch"
 RLSPEC_PRECISION = "float32"  # float32 coefficients whatever the data (see the module docstring)
 RLSPEC_VERSION = f"torchrl {torchrl.__version__}, tensordict {tensordict.__version__}"
