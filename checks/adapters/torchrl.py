@@ -33,10 +33,11 @@ tensordict as TorchRL's collectors write it: ``observation`` ``[B, O]``, ``actio
 ``Actor(actor, in_keys=["observation"])``, each critic as ``ValueOperator`` writing ``state_action_value``
 ``[B, 1]``, the SAC policy as a ``ProbabilisticActor`` whose ``TanhNormal(mean, exp(log_std))`` (low -1,
 high 1, TorchRL's safe tanh and exact Jacobian) draws ``loc + noise * scale`` with the suite's noise as
-torch's standard-normal ``eps``. The loss modules copy the networks into parameters of their own; the
+torch's standard-normal ``eps``. The loss modules hold the networks' parameters (one network's own
+tensors; a list of twin critics stacked into a new parameter of the loss's) and clone target copies; the
 suite's target networks are loaded into ``target_*_params`` (what SoftUpdate / HardUpdate maintain), and
-where TorchRL stacks twin critics into a new parameter the adapter makes that stack a function of the
-suite's critics, so that a gradient the loss sends into its critic parameters shows. Every loss runs with
+the adapter makes a stack of twin critics a function of the suite's critics, so that a gradient the loss
+sends into its critic parameters shows. Every loss runs with
 TorchRL's defaults and its default value estimator, TD(0), at the protocol's gamma.
 
 - ``td_target``: ``objectives.value.TD0Estimator(gamma, value_network=None)`` forward, ``next_q`` as
