@@ -118,3 +118,147 @@ def test_tanh_normal_p11():
     assert at(10.0) == pytest.approx(-3.619587, abs=1e-6)
     assert at(20.0) == pytest.approx(-34.112726, abs=1e-5)  # exact: -48.952920 (inverse clamped)
     assert at(10.0, torch.float32) == pytest.approx(1.057882, abs=1e-4)  # exact: -3.619587
+
+
+# ---------------------------------------------------------------------------------------------
+# off-policy and offline: the facts behind the verdicts
+
+
+def f64(x):
+    return torch.tensor(x, dtype=torch.float64)
+
+
+def test_hard_update_copies_every_interval_plus_one_steps():
+    """bugs-found 18, TorchRL alone: HardUpdate(value_network_update_interval=2) copies on steps 3 and 6."""
+    from torch import nn
+    from torchrl.modules import Actor, ValueOperator
+    from torchrl.objectives import DDPGLoss, HardUpdate
+
+    class Theta(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.theta = nn.Parameter(torch.zeros(1))
+
+        def forward(self, observation):
+            return observation * 0 + self.theta
+
+    critic = Theta()
+    loss = DDPGLoss(Actor(nn.Identity(), in_keys=["observation"]), ValueOperator(critic, in_keys=["observation"]))
+    updater = HardUpdate(loss, value_network_update_interval=2)
+    targets = []
+    for step in range(1, 7):
+        critic.theta.data.fill_(step)
+        updater.step()
+        targets.append(loss.target_value_network_params["module", "theta"].item())
+    assert targets == [0.0, 0.0, 3.0, 3.0, 3.0, 6.0]  # every 2 steps: [0, 2, 2, 4, 4, 6]
+    # the adapter's target_network_updates at tau = 1 is that HardUpdate; tau < 1 is SoftUpdate, which has no period
+    online = f64([[1.0], [2.0], [3.0], [4.0], [5.0], [6.0]])
+    assert adapter.target_network_updates(f64([0.0]), online, 1.0, 2, (1,) * 6)[:, 0].tolist() == targets
+    assert adapter.target_network_updates(f64([0.0]), online[:2], 0.5, 1, (2,))[:, 0].tolist() == [0.5, 1.25]
+    with pytest.raises(ValueError, match="no period"):
+        adapter.target_network_updates(f64([0.0]), online, 0.5, 2, (6,))
+
+
+def test_sac_skip_done_states_scores_a_truncated_row_at_the_zero_action():
+    """bugs-found 19, TorchRL alone: the truncated row's target is 1 + 0.5 Q'(s', 0) = 1.5 exactly."""
+    from tensordict import TensorDict
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.data import Bounded
+    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+    from torchrl.objectives import SACLoss
+
+    class Q(nn.Module):  # Q(s, a) = 1 + a
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Parameter(torch.ones(1))
+
+        def forward(self, observation, action):
+            return self.c + action
+
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(0)
+        policy = TensorDictModule(nn.Sequential(nn.Linear(1, 2), NormalParamExtractor()), in_keys=["observation"],
+                                  out_keys=["loc", "scale"])
+        actor = ProbabilisticActor(policy, in_keys=["loc", "scale"], distribution_class=TanhNormal, spec=Bounded(-1.0, 1.0, (1,)))
+        targets = {}
+        for skip in (True, False):
+            loss = SACLoss(actor, [ValueOperator(Q(), in_keys=["observation", "action"]) for _ in range(2)], skip_done_states=skip)
+            loss.make_value_estimator(gamma=0.5)
+            no, truncated = torch.tensor([[False], [False]]), torch.tensor([[False], [True]])
+            data = TensorDict({"observation": torch.zeros(2, 1), "action": torch.zeros(2, 1),
+                               "next": {"observation": torch.zeros(2, 1), "reward": torch.ones(2, 1), "done": truncated,
+                                        "terminated": no, "truncated": truncated}}, batch_size=[2])
+            targets[skip] = loss._compute_target_v2(data)
+    finally:
+        torch.set_rng_state(state)
+    assert targets[True][1].item() == 1.5  # 1 + 0.5 (Q'(s', 0) - alpha * 0)
+    assert targets[False][1].item() != 1.5  # a' ~ pi(.|s') and its log-density, as the first row gets
+
+
+def test_ddpg_default_bootstraps_with_the_online_actor():
+    """torchrl.xfail: DDPGLoss(delay_actor=False) ignores the target actor; delay_actor=True uses it."""
+    from rlspec.checks.clauses.offpolicy import KNOWN, QuadraticCritic, TanhActor
+
+    nets = {r: (TanhActor if r.endswith("actor") else QuadraticCritic)(KNOWN.nets[r], torch.float64)
+            for r in ("actor", "critic", "target_actor", "target_critic")}
+    batch = dict(obs=f64(KNOWN.obs), actions=f64(KNOWN.actions), rewards=f64(KNOWN.rewards), next_obs=f64(KNOWN.next_obs),
+                 terminated=torch.tensor(KNOWN.terminated), truncated=torch.tensor(KNOWN.truncated), gamma=KNOWN.gamma)
+    default = adapter.ddpg_critic_target(nets["actor"], nets["critic"], nets["target_actor"], nets["target_critic"], **batch)
+    delayed = adapter.ddpg_delay_actor.ddpg_critic_target(nets["actor"], nets["critic"], nets["target_actor"],
+                                                          nets["target_critic"], **batch)
+    online = adapter.ddpg_delay_actor.ddpg_critic_target(nets["actor"], nets["critic"], nets["actor"], nets["target_critic"],
+                                                         **batch)
+    assert default.tolist() == pytest.approx([1.439667101, -0.5, 2.778324566, 0.25], abs=1e-6)
+    assert default.tolist() == pytest.approx(online.tolist(), abs=1e-12)
+    assert delayed.tolist() == pytest.approx([1.341767872, -0.5, 2.6798658, 0.25], abs=1e-6)
+
+
+def test_sac_alpha_is_rounded_through_a_float32_log_alpha():
+    """Why SACLoss is judged at float32 (alpha_init=0.2 gives alpha = exp(float32(log 0.2)))."""
+    from rlspec.checks.clauses.offpolicy import KNOWN, GaussianPolicy, QuadraticCritic
+
+    loss = adapter._sac_loss(GaussianPolicy(KNOWN.nets["policy"]), QuadraticCritic(KNOWN.nets["critic1"]),
+                             QuadraticCritic(KNOWN.nets["critic2"]), 0.2, 2, torch.float64)
+    assert loss.log_alpha.dtype == torch.float32 and loss._alpha.item() == 0.19999998807907104
+
+
+CQL_BOX = dict(q_uniform=f64([[1.0, 1.0], [0.0, 2.0]]), q_policy=f64([[1.0, 1.0], [1.0, -1.0]]),
+               log_pi=f64([[-np.log(4.0)] * 2, [0.5, -1.5]]), q_data=f64([1.0, 0.5]), action_low=f64([-1.0, -1.0]),
+               action_high=f64([1.0, 1.0]), alpha=1.0, temperature=1.0)
+
+
+def test_cql_sampled_penalty_is_a_mean_of_row_triple_logsumexps():
+    """bugs-found 20 on the contract's known answer offline.cql-sampled-box (sum-normalised: [2.7726, 3.1070]).
+    num_random = 2, rows (u_i, policy at s'_i, policy at s_i): state 0's are (1 + log 4) x 3 and (1 + log 4, -, -)."""
+    state = torch.get_rng_state()
+    by_state = adapter.cql_state_by_state.cql_sampled_penalty(**CQL_BOX)
+    mixed = adapter.cql_sampled_penalty(**CQL_BOX)
+    assert torch.equal(torch.get_rng_state(), state)  # CQLLoss's uniform draws: the generator forked
+    log4 = np.log(4.0)
+    row = [1 + log4 + np.log(3.0), 1 + log4, np.log(4.0 + 2 * np.exp(0.5)), 2 + log4]  # each row's logsumexp
+    assert by_state.tolist() == pytest.approx([(row[0] + row[1]) / 2 - 1.0, (row[2] + row[3]) / 2 - 0.5], abs=1e-12)
+    assert by_state[0].item() == pytest.approx(log4 + np.log(3.0) / 2, abs=1e-12)  # 1.935600505
+    assert mixed.tolist() == pytest.approx([np.mean(row) - 1.0, np.mean(row) - 0.5], abs=1e-12)  # 1.811254831, 2.311254831
+
+
+def test_cql_uniform_proposal_is_the_unit_box_whatever_the_action_space():
+    """bugs-found 21: one uniform and one policy sample (one row: no grouping) on [-2, 2], Q = 0.3 and the policy's
+    density the box's (1/4): the sum-normalised log-partition is 0.3 + log 8; CQLLoss weighs the uniform sample by 1/2."""
+    args = dict(q_uniform=f64([[0.3]]), q_policy=f64([[0.3]]), log_pi=f64([[-np.log(4.0)]]), q_data=f64([0.0]),
+                action_low=f64([-2.0]), action_high=f64([2.0]), alpha=1.0, temperature=1.0)
+    assert adapter.cql_state_by_state.cql_sampled_penalty(**args).item() == pytest.approx(0.3 + np.log(6.0), abs=1e-12)
+
+
+def test_offline_known_answers():
+    targets = dict(target_q=f64([[1.0, 5.0, -2.0], [3.0, 4.0, -1.0]]), rewards=f64([1.0, 1.0, 1.0]), next_values=f64([2.0] * 3),
+                   terminated=torch.tensor([False, True, False]), truncated=torch.tensor([False, False, True]), gamma=0.5)
+    value_target, q_target = adapter.iql_targets(**targets)
+    assert value_target.tolist() == [1.0, 4.0, -2.0] and q_target.tolist() == [2.0, 1.0, 2.0]
+    loss = adapter.expectile_loss(f64([3.0, 1.0, 2.0, 0.0]), f64([1.0, 3.0, 2.0, 0.5]), 0.75)
+    assert loss.tolist() == [3.0, 1.0, 0.0, 0.0625]
+    awr = adapter.awr_loss(f64([-1.0, -0.5, -2.0]), f64([0.5, -1.0, 2.0]), 3.0)
+    assert awr.tolist() == pytest.approx([np.exp(1.5), 0.5 * np.exp(-3.0), 200.0], rel=1e-15)
+    penalty = adapter.cql_penalty(f64([[1.0, 2.0, 3.0]]), torch.tensor([0]), 0.5)
+    assert penalty.item() == pytest.approx(1.2038029822221902, rel=1e-15)
