@@ -129,10 +129,9 @@ not applied; the suite's own modules are never touched).
   ``target_updates`` the fraction of the three target networks that moved (1: all, as TD3 updates them
   together).
 
-Two more code paths are defined as candidates but are not matrix columns yet (``VARIANTS``): ``skrl:td3``,
-``dpg_actor_loss`` through TD3.update() (critic_1, on the delayed second step of policy_delay 2), and
-``skrl:dqn``, ``target_network_updates`` through DQN.update() (``target_update_interval`` and ``polyak``).
-Both pass every clause they provide; see ``VARIANTS`` below.
+Two more code paths are variants (``VARIANTS``): ``skrl:td3``, ``dpg_actor_loss`` through TD3.update()
+(critic_1, on the delayed second step of policy_delay 2), and ``skrl:dqn``, ``target_network_updates``
+through DQN.update() (``target_update_interval`` and ``polyak``). Both pass every clause they provide.
 
 skrl 2.1.1 has no offline algorithms (no CQL, IQL or AWR in ``agents/torch``): the offline chapter is not
 provided.
@@ -1246,9 +1245,4 @@ dqn = SimpleNamespace(
     "DQN.update()'s own gradient-step counter.",
     target_network_updates=_dqn_target_network_updates,
 )
-# td3 and dqn are candidates (`rlspec check --candidate skrl:td3`) but not yet columns of the matrix: a
-# variant in VARIANTS needs its column in docs/conformance.json (tests/adapters/test_matrix_verdicts.py),
-# which is regenerated at merge. To make them columns: add "td3", "dqn" here and the tables
-# ["skrl:td3"] "DPG-ACTOR-CRITIC-HELD-FIXED" = "not-provided" and ["skrl:dqn"] (empty) to
-# tests/adapters/expected/skrl.toml.
-VARIANTS = ("time_limit_bootstrap", "unclamped_log_std")
+VARIANTS = ("time_limit_bootstrap", "unclamped_log_std", "td3", "dqn")
