@@ -80,6 +80,10 @@ from torch.distributions import Distribution, Independent, Normal, kl_divergence
 for _kernel in (algorithm_base._gae, algorithm_base._nstep_return):
     _kernel.enable_caching()
 
+# Creating a torch optimizer (every Tianshou algorithm does) imports torch._dynamo the first time, which sets
+# TORCHINDUCTOR_CACHE_DIR and adds warnings filters: imported here, with the adapter, that stays out of the calls.
+import torch._dynamo  # noqa: E402,F401
+
 RLSPEC_ARRAY = "numpy"
 RLSPEC_PRECISION = "float32"  # PPO ratios are cast to float32 (see the module docstring)
 RLSPEC_VERSION = f"tianshou {tianshou.__version__}"
@@ -702,9 +706,10 @@ def ddpg_critic_target(actor, critic, target_actor, target_critic, obs, actions,
 
 
 def _td3(actor, critic1, critic2, **options) -> TD3:
+    """TD3 on the suite's networks (``critic2=None``: Tianshou's deep copy of the first critic)."""
     policy = ContinuousDeterministicPolicy(actor=_DeterministicActor(actor), action_space=_box(actor.bias.shape[0]))
     return TD3(policy=policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic1), critic_optim=AdamOptimizerFactory(),
-               critic2=_Critic(critic2), **options)
+               critic2=None if critic2 is None else _Critic(critic2), **options)
 
 
 def td3_critic_target(actor, critic1, critic2, target_actor, target_critic1, target_critic2, obs, actions, rewards, next_obs,
@@ -1054,12 +1059,13 @@ def cql_sampled_penalty(q_uniform, q_policy, log_pi, q_data, action_low, action_
 
 
 class _GivenCategorical(Distribution):
-    """The policy's distribution inside DiscreteCRR for one state with two actions (``Categorical(logits=...)``
-    there, whatever the policy's ``dist_fn``): ``log_prob(a)`` reads the actor's output as log-probabilities,
-    the suite's log pi(a|s) in column 0 (the stage the protocol passes as an input); ``probs`` puts the
-    expectation ``E_pi[Q(s, .)]`` of CRR's advantage on action 1."""
+    """The policy's distribution inside DiscreteCRR for one state (``Categorical(logits=...)`` there, whatever the
+    policy's ``dist_fn``): ``log_prob(a)`` reads the actor's output as log-probabilities (the suite's log pi(a|s),
+    the stage the protocol passes as an input); ``probs`` puts the expectation ``E_pi[Q(s, .)]`` of CRR's
+    advantage on the action ``mass`` (set by :func:`_crr_distribution`)."""
 
     arg_constraints: dict = {}
+    mass = 0
 
     def __init__(self, logits):
         self.given = logits
@@ -1070,11 +1076,13 @@ class _GivenCategorical(Distribution):
 
     @property
     def probs(self):
-        return torch.tensor([0.0, 1.0], dtype=self.given.dtype).expand(self.given.shape[0], 2)
+        one_hot = torch.zeros(self.given.shape[-1], dtype=self.given.dtype)
+        one_hot[self.mass] = 1.0
+        return one_hot.expand(self.given.shape)
 
 
 class _RowTensors(torch.nn.Module):
-    """An actor or critic of one state whose output is a given (1, 2) tensor (the actor's with ``state``)."""
+    """An actor or critic of one state whose output is a given (1, A) tensor (the actor's with ``state``)."""
 
     def __init__(self, actor: bool):
         super().__init__()
@@ -1082,20 +1090,37 @@ class _RowTensors(torch.nn.Module):
         self.actor, self.value = actor, None
 
     def forward(self, obs, state=None, info=None):
-        out = self.value.expand(len(obs), 2)
+        out = self.value.expand(len(obs), -1)
         return (out, state) if self.actor else out
 
 
 @contextlib.contextmanager
 def _crr_distribution():
-    """DiscreteCRR builds ``Categorical(logits=actor(obs))`` itself: for the call, that name in discrete_crr.py
-    is ``_GivenCategorical``."""
+    """DiscreteCRR builds ``Categorical(logits=actor(obs))`` itself: for the call, that name in discrete_crr.py is
+    a subclass of ``_GivenCategorical``, whose ``mass`` the caller sets through the class yielded."""
+    given = type("_GivenCategoricalOfCall", (_GivenCategorical,), {})
     original = crr_module.Categorical
-    crr_module.Categorical = _GivenCategorical
+    crr_module.Categorical = given
     try:
-        yield
+        yield given
     finally:
         crr_module.Categorical = original
+
+
+def _crr(beta=1.0, min_q_weight=0.0, actions=2):
+    actor, critic = _RowTensors(actor=True), _RowTensors(actor=False)
+    policy = DiscreteActorPolicy(actor=actor, action_space=gym.spaces.Discrete(int(actions)))
+    algorithm = DiscreteCRR(policy=policy, critic=critic, optim=AdamOptimizerFactory(), beta=float(beta),
+                            min_q_weight=float(min_q_weight))
+    return algorithm, actor, critic, _record_steps(algorithm.optim)
+
+
+def _crr_state(algorithm, action: int, reward: float) -> None:
+    """One ``_update_with_batch`` on one state whose data action is ``action``; the critic's TD target is
+    ``reward`` (``done``), the data action's own Q, so its loss is exactly 0."""
+    batch = Batch(obs=np.zeros((1, 1)), act=np.array([action]), rew=np.array([reward]), obs_next=np.zeros((1, 1)),
+                  done=np.array([True]), info=Batch())
+    algorithm._update_with_batch(batch)
 
 
 def awr_loss(log_prob, advantages, beta):
@@ -1104,21 +1129,45 @@ def awr_loss(log_prob, advantages, beta):
     (advantage / beta).exp().clamp(0, 20)).mean()`` with ``advantage = Q(s, a) - E_pi[Q(s, .)]``. The state has
     two actions, the data's is 0: the critic answers ``Q(s, .) = [A, 0]`` and the distribution
     (``_GivenCategorical``) gives log pi(0|s) = the suite's log_prob and puts E_pi on action 1, so the advantage is
-    exactly A, computed by CRR from its critic. The critic's own loss is 0 (its target is ``rew = A`` with
-    ``done``) and ``min_q_weight = 0`` leaves out CRR's CQL regulariser (the discrete CQL penalty, judged through
-    DiscreteCQL): the recorded loss is the actor's."""
-    actor, critic = _RowTensors(actor=True), _RowTensors(actor=False)
-    policy = DiscreteActorPolicy(actor=actor, action_space=gym.spaces.Discrete(2))
-    algorithm = DiscreteCRR(policy=policy, critic=critic, optim=AdamOptimizerFactory(), beta=float(beta), min_q_weight=0.0)
-    stepped = _record_steps(algorithm.optim)
-    with torch.enable_grad(), _crr_distribution():
+    exactly A, computed by CRR from its critic. The critic's own loss is 0 and ``min_q_weight = 0`` leaves out
+    CRR's CQL regulariser (the discrete CQL penalty: variant ``crr_regulariser``): the recorded loss is the
+    actor's."""
+    algorithm, actor, critic, stepped = _crr(beta=beta)
+    with torch.enable_grad(), _crr_distribution() as distribution:
+        distribution.mass = 1
         for b in range(len(log_prob)):
             actor.value = torch.stack([log_prob[b], torch.zeros((), dtype=log_prob.dtype)])[None]
             critic.value = torch.stack([advantages[b], torch.zeros((), dtype=advantages.dtype)])[None]
-            batch = Batch(obs=np.zeros((1, 1)), act=np.array([0]), rew=np.array([float(advantages[b])]), obs_next=np.zeros((1, 1)),
-                          done=np.array([True]), info=Batch())
-            algorithm._update_with_batch(batch)
+            _crr_state(algorithm, 0, float(advantages[b]))
     return torch.stack([loss for _, loss in stepped]).reshape(len(log_prob))
+
+
+def _crr_cql_penalty(q_values, actions, alpha):
+    """DiscreteCRR's CQL regulariser, ``min_q_weight * (q_t.logsumexp(1) - q_t[a]).mean()``, through one
+    ``_update_with_batch`` per state (``min_q_weight = alpha``): the critic answers the suite's Q(s, .), the
+    policy puts all its mass on the data action (log pi(a) = 0, so the advantage is 0 and the actor's loss
+    -0 * 1 adds nothing, nor any gradient) and the critic's TD target is Q(s, a) itself."""
+    B, A = q_values.shape
+    algorithm, actor, critic, stepped = _crr(min_q_weight=alpha, actions=A)
+    actions = torch.as_tensor(actions).long()
+    actor.value = torch.zeros(1, A, dtype=q_values.dtype)
+    with torch.enable_grad(), _crr_distribution() as distribution:
+        for b in range(B):
+            a = int(actions[b])
+            distribution.mass = a
+            critic.value = q_values[b][None]
+            _crr_state(algorithm, a, float(q_values[b, a]))
+    return torch.stack([loss for _, loss in stepped]).reshape(B)
+
+
+def _td3_dpg_actor_loss(actor, critic, obs):
+    """TD3's actor step: one ``TD3._update_with_batch`` (its first, ``_cnt = 0``, updates the actor) with its
+    optimizers' steps recorded: ``-critic(obs, policy(batch, eps=0.0).act).mean()``, returned unstepped."""
+    algorithm = _td3(actor, critic, None)
+    stepped = _record_steps(algorithm.critic_optim, algorithm.critic2_optim, algorithm.policy_optim)
+    with torch.enable_grad(), policy_within_training_step(algorithm.policy):
+        algorithm._update_with_batch(_update_batch(obs, actor.bias.shape[0]))
+    return next(loss for i, loss in stepped if i == 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1135,4 +1184,16 @@ npg = SimpleNamespace(
     natural_step=_npg_natural_step,
 )
 
-VARIANTS = ("dual_clip", "npg")
+td3_actor = SimpleNamespace(
+    __doc__="TD3's actor step (-critic(obs, policy(batch, eps=0.0).act).mean(), on the steps its delay allows) for the "
+            "deterministic policy gradient: the second code path of DDPG's actor loss.",
+    dpg_actor_loss=_td3_dpg_actor_loss,
+)
+
+crr_regulariser = SimpleNamespace(
+    __doc__="DiscreteCRR's CQL regulariser, min_q_weight * (logsumexp_a Q - Q(s, a_data)), as the discrete CQL penalty: "
+            "the second code path of DiscreteCQL's.",
+    cql_penalty=_crr_cql_penalty,
+)
+
+VARIANTS = ("dual_clip", "npg", "td3_actor", "crr_regulariser")
