@@ -964,16 +964,18 @@ def cql_penalty(q_values, actions, alpha):
     zero gradient; the batch mean over one state is that state's penalty."""
     B, A = q_values.shape
     model = _QuantileLookup(num_quantiles=200)  # DiscreteCQL's default
-    with warnings.catch_warnings():  # QRDQN.__init__ adds a warnings filter
+    # QRDQN.__init__ adds a filter for torch's broadcasting warning of its (intended) pairwise quantile loss; here
+    # only for the call
+    with warnings.catch_warnings():
         algorithm = DiscreteCQL(policy=QRDQNPolicy(model=model, action_space=gym.spaces.Discrete(int(A))),
                                 optim=AdamOptimizerFactory(), min_q_weight=float(alpha))
-    model.q = q_values
-    stepped = _record_steps(algorithm.optim)
-    actions = torch.as_tensor(actions).long()
-    for b in range(B):
-        a = int(actions[b])
-        returns = q_values[b, a].detach().reshape(1, 1).expand(1, model.num_quantiles)
-        algorithm._update_with_batch(Batch(obs=np.array([b]), act=np.array([a]), returns=returns, info=Batch()))
+        model.q = q_values
+        stepped = _record_steps(algorithm.optim)
+        actions = torch.as_tensor(actions).long()
+        for b in range(B):
+            a = int(actions[b])
+            returns = q_values[b, a].detach().reshape(1, 1).expand(1, model.num_quantiles)
+            algorithm._update_with_batch(Batch(obs=np.array([b]), act=np.array([a]), returns=returns, info=Batch()))
     return torch.stack([loss for _, loss in stepped]).reshape(B)
 
 
