@@ -2,6 +2,7 @@
 
     rlspec check --candidate tianshou             # the defaults (below)
     rlspec check --candidate tianshou:dual_clip   # PPO(dual_clip=3.0), declared
+    rlspec check --candidate tianshou:td3_actor   # TD3's actor step as the DPG loss
 
 What each operation drives (paths in ``site-packages/tianshou``):
 
@@ -36,14 +37,76 @@ What each operation drives (paths in ``site-packages/tianshou``):
   pre-tanh action: ``Independent(Normal)`` log-density, then the public
   ``correct_log_prob_gaussian_tanh`` (the epsilon form ``log(1 - tanh(u)^2 + float32 eps)``).
 
+Off-policy (algorithm/modelfree/ddpg.py, td3.py, sac.py). The suite's torch modules go into Tianshou's
+algorithms in Tianshou's layouts: the actor as ``forward(obs, state, info) -> (actions, state)``
+(``_DeterministicActor``), each critic returning ``(B, 1)`` like ``ContinuousCritic`` (``_Critic``), SAC's policy
+returning ``((loc, scale), state)`` like ``ContinuousActorProbabilistic`` (``_GaussianActor``); observations are
+cast to the module's dtype as Tianshou's nets cast to float32. The suite's target networks are loaded
+(``load_state_dict``) into the algorithm's lagged networks (``actor_old``, ``critic_old``, ``critic2_old``, deep
+copies Tianshou makes of the online ones). Everything the protocol does not pass keeps Tianshou's default.
+
+- ``td_target``: ``Algorithm.compute_nstep_return`` (n_step 1, the default) on a ``ReplayBuffer`` holding the rows
+  (``ReplayBuffer.from_data``, ``done = terminated | truncated``), its ``target_q_fn`` answering ``next_q``:
+  Tianshou multiplies it by ``value_mask = ~terminated`` and adds the reward in its ``_nstep_return`` kernel.
+- ``ddpg_critic_target``, ``td3_critic_target``, ``sac_critic_target``: the algorithm's ``_preprocess_batch`` on
+  that buffer (``compute_nstep_return`` with its ``_target_q`` at ``obs_next``), inside
+  ``policy_within_training_step`` as ``Algorithm._update`` runs it (SAC samples there, not the mode). TD3 runs
+  with ``policy_noise = 1`` and ``torch.randn`` (td3.py's, for the call) returning the suite's noise, which is
+  already scaled; its ``noise_clip`` is the protocol's, clamped only when positive (0 disables the clip:
+  ``tianshou.xfail``); ``low`` / ``high`` go nowhere, as TD3 never clips the target action (bugs-found). SAC's
+  ``rsample`` draws the suite's standard normal noise (``torch.distributions.normal._standard_normal``, for the
+  call); ``alpha`` is a ``FixedAlpha``.
+- ``dpg_actor_loss``: one ``DDPG._update_with_batch`` (zero actions and returns in the batch) with the optimizers'
+  ``step`` recorded: the loss handed to ``policy_optim``, ``-critic(obs, policy(batch).act).mean()``, comes back
+  unstepped. Variant ``td3_actor``: ``TD3._update_with_batch``'s (its first step updates the actor).
+- ``sac_actor_loss``: one ``SAC._update_with_batch`` the same way: ``(alpha * log_prob - min(Q1, Q2)).mean()``
+  through ``SACPolicy.forward`` with the suite's noise. Both actor losses reach the critics' live parameters
+  (declared ``actor_loss_critic_gradient = "discarded"``).
+- ``sac_alpha_loss``: one ``SAC._update_with_batch`` with an ``AutoAlpha``: SAC passes ``-log_prob.detach()``
+  to ``AutoAlpha.update``, which builds ``-(log_alpha * (target_entropy - entropy)).mean()`` and calls
+  ``backward()`` itself. The policy's sample is given (``_GivenSample``: the suite's ``log_prob``), the
+  ``AutoAlpha``'s log_alpha is the suite's leaf viewed as ``_BackwardRecorded`` (its ``backward()`` recorded, not
+  run, so the loss keeps its graph). ``target_entropy=None``: ``AutoAlphaFactoryDefault`` of the high-level API
+  (``-1 * dim(A)``; ``AutoAlpha`` itself has no default).
+- ``polyak_update``: ``LaggedNetworkCollection.polyak_parameter_update(tau)`` on a lagged copy holding
+  ``target``; ``target_network_updates``: ``TD3._update_with_batch`` once per gradient step (Tianshou counts
+  steps on the algorithm, ``_cnt``, so the calls' grouping does not enter), ``update_actor_freq = period``, the
+  critic's "step" setting it to ``online[n - 1]``, the lagged critic read after each; ``period = 1`` is DDPG's and
+  SAC's every-step update, ``tau = 1`` a copy. Parameters are float32, as a Tianshou network's.
+- ``td3_actor_update_steps``: the same TD3 loop (``update_actor_freq = policy_delay``): whether each step called
+  ``policy_optim.step`` and ``_update_lagged_network_weights``.
+
+Offline (algorithm/imitation/). Tianshou 2.0.1 has no IQL: ``expectile_loss`` and ``iql_targets`` are not
+provided. Each loss is one ``_update_with_batch`` per state (their losses are batch means), optimizer steps
+recorded.
+
+- ``cql_penalty``: ``DiscreteCQL`` (``min_q_weight = alpha``; 200 quantiles, each equal to the suite's Q(s, a), so
+  ``compute_q_value`` is Q) with the quantile regression target equal to the data action's quantiles: its loss
+  is exactly 0 and the step's loss is ``min_q_weight * (logsumexp(q) - q[a])``. Variant ``crr_regulariser``:
+  ``DiscreteCRR``'s same term (``min_q_weight = alpha``, a policy on the data action, so its actor term is 0).
+- ``cql_sampled_penalty``: ``CQL`` (``num_repeat_actions = R``, ``cql_weight = alpha``, ``temperature = T``,
+  ``with_lagrange=False``: the protocol's weight is fixed; ``calibrated=True`` with calibration returns -inf, so
+  Cal-QL's bound never binds), the first critic's recorded loss. CQL scores R uniform draws, R policy samples at s
+  and R at s'; a lookup critic (``_SampledQ``) and policy (``_SampledPolicy``) answer the suite's Q's and
+  log-densities there: N uniform and M policy samples fill R = max(N, ceil(M / 2)) slots of each (the policy's at s
+  first), a slot left over holds Q = -inf (weight 0 under the declared sum normalisation), and the TD term is 0
+  (the target is ``rew = q_data`` with ``done``). The box enters nowhere: CQL's density is ``log(0.5 ** D)``.
+- ``awr_loss``: ``DiscreteCRR`` (``policy_improvement_mode="exp"``, ``beta``, ``ratio_upper_bound`` 20,
+  ``min_q_weight = 0`` to leave out its CQL term) on two actions: the critic answers ``Q(s, .) = [A, 0]`` and the
+  distribution CRR builds (``Categorical`` in discrete_crr.py, ``_GivenCategorical`` for the call) gives the data
+  action the suite's log-probability and takes ``E_pi[Q]`` on action 1, so CRR's advantage is exactly A.
+
 Precision: ``_update_with_batch`` casts the ratios to float32 (``.exp().float()``, ppo.py:187)
 whatever the data's dtype, so the PPO terms are judged by float32 bounds
-(``RLSPEC_PRECISION = "float32"``); its GAE kernel computes in float64.
+(``RLSPEC_PRECISION = "float32"``); its GAE kernel computes in float64. The off-policy and offline
+operations compute in the suite's dtype (CQL's Q's in float32, as its float32 critics give them).
 
 Conventions: no 0.5 on the value loss (``vf_coef`` is the only factor; the adapter sets it to 1);
 advantages normalised per minibatch with the unbiased std plus 1e-8; the value clip radius is
-``eps_clip``; no dual clip unless declared (variant ``dual_clip``). Declared deviations are in
-``tianshou.xfail`` beside this file.
+``eps_clip``; no dual clip unless declared (variant ``dual_clip``). Off-policy: TD3's delayed updates on
+steps 1, d + 1, ... (``update_phase = "start"``), the SAC epsilon, the temperature in log_alpha with
+target entropy -dim(A). Offline: CQL's sum-normalised, density-inside logsumexp; CRR's ``exp(A / beta)``
+clipped at 20. Declared deviations are in ``tianshou.xfail`` beside this file.
 """
 
 from __future__ import annotations
