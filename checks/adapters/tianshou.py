@@ -2,6 +2,7 @@
 
     rlspec check --candidate tianshou             # the defaults (below)
     rlspec check --candidate tianshou:dual_clip   # PPO(dual_clip=3.0), declared
+    rlspec check --candidate tianshou:td3_actor   # TD3's actor step as the DPG loss
 
 What each operation drives (paths in ``site-packages/tianshou``):
 
@@ -36,33 +37,103 @@ What each operation drives (paths in ``site-packages/tianshou``):
   pre-tanh action: ``Independent(Normal)`` log-density, then the public
   ``correct_log_prob_gaussian_tanh`` (the epsilon form ``log(1 - tanh(u)^2 + float32 eps)``).
 
+Off-policy (algorithm/modelfree/ddpg.py, td3.py, sac.py). The suite's torch modules go into Tianshou's
+algorithms in Tianshou's layouts: the actor as ``forward(obs, state, info) -> (actions, state)``
+(``_DeterministicActor``), each critic returning ``(B, 1)`` like ``ContinuousCritic`` (``_Critic``), SAC's policy
+returning ``((loc, scale), state)`` like ``ContinuousActorProbabilistic`` (``_GaussianActor``); observations are
+cast to the module's dtype as Tianshou's nets cast to float32. The suite's target networks are loaded
+(``load_state_dict``) into the algorithm's lagged networks (``actor_old``, ``critic_old``, ``critic2_old``, deep
+copies Tianshou makes of the online ones). Everything the protocol does not pass keeps Tianshou's default.
+
+- ``td_target``: ``Algorithm.compute_nstep_return`` (n_step 1, the default) on a ``ReplayBuffer`` holding the rows
+  (``ReplayBuffer.from_data``, ``done = terminated | truncated``), its ``target_q_fn`` answering ``next_q``:
+  Tianshou multiplies it by ``value_mask = ~terminated`` and adds the reward in its ``_nstep_return`` kernel.
+- ``ddpg_critic_target``, ``td3_critic_target``, ``sac_critic_target``: the algorithm's ``_preprocess_batch`` on
+  that buffer (``compute_nstep_return`` with its ``_target_q`` at ``obs_next``), inside
+  ``policy_within_training_step`` as ``Algorithm._update`` runs it (SAC samples there, not the mode). TD3 runs
+  with ``policy_noise = 1`` and ``torch.randn`` (td3.py's, for the call) returning the suite's noise, which is
+  already scaled; its ``noise_clip`` is the protocol's, clamped only when positive (0 disables the clip:
+  ``tianshou.xfail``); ``low`` / ``high`` go nowhere, as TD3 never clips the target action (bugs-found). SAC's
+  ``rsample`` draws the suite's standard normal noise (``torch.distributions.normal._standard_normal``, for the
+  call); ``alpha`` is a ``FixedAlpha``.
+- ``dpg_actor_loss``: one ``DDPG._update_with_batch`` (zero actions and returns in the batch) with the optimizers'
+  ``step`` recorded: the loss handed to ``policy_optim``, ``-critic(obs, policy(batch).act).mean()``, comes back
+  unstepped. Variant ``td3_actor``: ``TD3._update_with_batch``'s (its first step updates the actor).
+- ``sac_actor_loss``: one ``SAC._update_with_batch`` the same way: ``(alpha * log_prob - min(Q1, Q2)).mean()``
+  through ``SACPolicy.forward`` with the suite's noise. Both actor losses reach the critics' live parameters
+  (declared ``actor_loss_critic_gradient = "discarded"``).
+- ``sac_alpha_loss``: one ``SAC._update_with_batch`` with an ``AutoAlpha``: SAC passes ``-log_prob.detach()``
+  to ``AutoAlpha.update``, which builds ``-(log_alpha * (target_entropy - entropy)).mean()`` and calls
+  ``backward()`` itself. The policy's sample is given (``_GivenSample``: the suite's ``log_prob``), the
+  ``AutoAlpha``'s log_alpha is the suite's leaf viewed as ``_BackwardRecorded`` (its ``backward()`` recorded, not
+  run, so the loss keeps its graph). ``target_entropy=None``: ``AutoAlphaFactoryDefault`` of the high-level API
+  (``-1 * dim(A)``; ``AutoAlpha`` itself has no default).
+- ``polyak_update``: ``LaggedNetworkCollection.polyak_parameter_update(tau)`` on a lagged copy holding
+  ``target``; ``target_network_updates``: ``TD3._update_with_batch`` once per gradient step (Tianshou counts
+  steps on the algorithm, ``_cnt``, so the calls' grouping does not enter), ``update_actor_freq = period``, the
+  critic's "step" setting it to ``online[n - 1]``, the lagged critic read after each; ``period = 1`` is DDPG's and
+  SAC's every-step update, ``tau = 1`` a copy. Parameters are float32, as a Tianshou network's.
+- ``td3_actor_update_steps``: the same TD3 loop (``update_actor_freq = policy_delay``): whether each step called
+  ``policy_optim.step`` and ``_update_lagged_network_weights``.
+
+Offline (algorithm/imitation/). Tianshou 2.0.1 has no IQL: ``expectile_loss`` and ``iql_targets`` are not
+provided. Each loss is one ``_update_with_batch`` per state (their losses are batch means), optimizer steps
+recorded.
+
+- ``cql_penalty``: ``DiscreteCQL`` (``min_q_weight = alpha``; 200 quantiles, each equal to the suite's Q(s, a), so
+  ``compute_q_value`` is Q) with the quantile regression target equal to the data action's quantiles: its loss
+  is exactly 0 and the step's loss is ``min_q_weight * (logsumexp(q) - q[a])``. Variant ``crr_regulariser``:
+  ``DiscreteCRR``'s same term (``min_q_weight = alpha``, a policy on the data action, so its actor term is 0).
+- ``cql_sampled_penalty``: ``CQL`` (``num_repeat_actions = R``, ``cql_weight = alpha``, ``temperature = T``,
+  ``with_lagrange=False``: the protocol's weight is fixed; ``calibrated=True`` with calibration returns -inf, so
+  Cal-QL's bound never binds), the first critic's recorded loss. CQL scores R uniform draws, R policy samples at s
+  and R at s'; a lookup critic (``_SampledQ``) and policy (``_SampledPolicy``) answer the suite's Q's and
+  log-densities there: N uniform and M policy samples fill R = max(N, ceil(M / 2)) slots of each (the policy's at s
+  first), a slot left over holds Q = -inf (weight 0 under the declared sum normalisation), and the TD term is 0
+  (the target is ``rew = q_data`` with ``done``). The box enters nowhere: CQL's density is ``log(0.5 ** D)``.
+- ``awr_loss``: ``DiscreteCRR`` (``policy_improvement_mode="exp"``, ``beta``, ``ratio_upper_bound`` 20,
+  ``min_q_weight = 0`` to leave out its CQL term) on two actions: the critic answers ``Q(s, .) = [A, 0]`` and the
+  distribution CRR builds (``Categorical`` in discrete_crr.py, ``_GivenCategorical`` for the call) gives the data
+  action the suite's log-probability and takes ``E_pi[Q]`` on action 1, so CRR's advantage is exactly A.
+
 Precision: ``_update_with_batch`` casts the ratios to float32 (``.exp().float()``, ppo.py:187)
 whatever the data's dtype, so the PPO terms are judged by float32 bounds
-(``RLSPEC_PRECISION = "float32"``); its GAE kernel computes in float64.
+(``RLSPEC_PRECISION = "float32"``); its GAE kernel computes in float64. The off-policy and offline
+operations compute in the suite's dtype (CQL's Q's in float32, as its float32 critics give them).
 
 Conventions: no 0.5 on the value loss (``vf_coef`` is the only factor; the adapter sets it to 1);
 advantages normalised per minibatch with the unbiased std plus 1e-8; the value clip radius is
-``eps_clip``; no dual clip unless declared (variant ``dual_clip``). Declared deviations are in
-``tianshou.xfail`` beside this file.
+``eps_clip``; no dual clip unless declared (variant ``dual_clip``). Off-policy: TD3's delayed updates on
+steps 1, d + 1, ... (``update_phase = "start"``), the SAC epsilon, the temperature in log_alpha with
+target entropy -dim(A). Offline: CQL's sum-normalised, density-inside logsumexp; CRR's ``exp(A / beta)``
+clipped at 20. Declared deviations are in ``tianshou.xfail`` beside this file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
 import tianshou
 import torch
-from tianshou.algorithm import NPG, PPO, TRPO
+import torch.distributions.normal as normal_module
+from tianshou.algorithm import CQL, DDPG, NPG, PPO, SAC, TD3, TRPO, DiscreteCQL, DiscreteCRR
 from tianshou.algorithm import algorithm_base
 from tianshou.algorithm.algorithm_base import Algorithm
-from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-from tianshou.algorithm.modelfree.sac import correct_log_prob_gaussian_tanh
+from tianshou.algorithm.imitation import discrete_crr as crr_module
+from tianshou.algorithm.modelfree import td3 as td3_module
+from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
+from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
+from tianshou.algorithm.modelfree.sac import Alpha, AutoAlpha, SACPolicy, correct_log_prob_gaussian_tanh
 from tianshou.algorithm.optim import AdamOptimizerFactory, OptimizerFactory
 from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
+from tianshou.utils.lagged_network import LaggedNetworkCollection
+from tianshou.utils.torch_utils import policy_within_training_step
 from torch.distributions import Distribution, Independent, Normal, kl_divergence, register_kl
 
 # Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
@@ -71,6 +142,10 @@ from torch.distributions import Distribution, Independent, Normal, kl_divergence
 # compiled across processes; it changes nothing in what they compute.
 for _kernel in (algorithm_base._gae, algorithm_base._nstep_return):
     _kernel.enable_caching()
+
+# Creating a torch optimizer (every Tianshou algorithm does) imports torch._dynamo the first time, which sets
+# TORCHINDUCTOR_CACHE_DIR and adds warnings filters: imported here, with the adapter, that stays out of the calls.
+import torch._dynamo  # noqa: E402,F401
 
 RLSPEC_ARRAY = "numpy"
 RLSPEC_PRECISION = "float32"  # PPO ratios are cast to float32 (see the module docstring)
@@ -87,6 +162,18 @@ RLSPEC_CONVENTIONS = {
     # line_search_kl: "strict" (accepts when kl < max_kl and the loss went down)
     # NPG/TRPO(advantage_normalization=True), npg.py:136-137: (A - mean) / std, no epsilon, over the whole batch
     "trpo_advantage_normalization": "batch",
+    # off-policy (90_offpolicy.toml)
+    "update_phase": "start",  # TD3: `if self._cnt % self.update_actor_freq == 0: ...` before `self._cnt += 1`
+    "target_update_kinds": ["polyak", "hard"],  # _update_lagged_network_weights with any tau in [0, 1]
+    "actor_loss_critic_gradient": "discarded",  # Optimizer.step zeroes the critic's gradients before its own step
+    "tanh_log_prob_eps": float(np.finfo(np.float32).eps),  # correct_log_prob_gaussian_tanh's default eps
+    "alpha_loss_parameter": "log_alpha",  # AutoAlpha.update: -(log_alpha * (target_entropy - entropy)).mean()
+    "default_target_entropy_per_dim": -1.0,  # AutoAlphaFactoryDefault(target_entropy_coefficient=-1.0) * dim(A)
+    # offline (95_offline.toml)
+    "cql_sampled_normalisation": "sum",  # CQL: logsumexp of the concatenated samples, no log n
+    "cql_temperature_form": "density-inside",  # CQL: logsumexp(cat_q / temperature) * temperature, cat_q = Q - log p
+    "awr_beta": "temperature",  # DiscreteCRR: exp(advantage / beta)
+    "awr_max_weight": 20.0,  # DiscreteCRR(ratio_upper_bound=20.0): .exp().clamp(0, ratio_upper_bound)
 }
 
 
@@ -519,6 +606,636 @@ def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
 
 
 # ---------------------------------------------------------------------------------------------
+# off-policy continuous control: DDPG, TD3, SAC (algorithm/modelfree/ddpg.py, td3.py, sac.py)
+
+
+def _as_input(x, net: torch.nn.Module) -> torch.Tensor:
+    """Observations or actions as a tensor of the network's dtype (Tianshou's own nets cast to float32)."""
+    parameter = next(net.parameters())
+    return torch.as_tensor(x, dtype=parameter.dtype, device=parameter.device)
+
+
+class _DeterministicActor(torch.nn.Module):
+    """The suite's ``actor(obs) -> (B, D)`` as Tianshou's deterministic actor: ``forward(obs, state, info) ->
+    (actions, state)``, as ``ContinuousActorDeterministic`` (max_action 1: the suite's actor is a tanh)."""
+
+    max_action = 1.0
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs, state=None, info=None):
+        return self.net(_as_input(obs, self.net)), state
+
+
+class _Critic(torch.nn.Module):
+    """The suite's ``critic(obs, action) -> (B,)`` as Tianshou's ``ContinuousCritic``: ``(B, 1)`` values."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs, act=None, info=None):
+        return self.net(_as_input(obs, self.net), _as_input(act, self.net)).unsqueeze(-1)
+
+
+class _GaussianActor(torch.nn.Module):
+    """The suite's ``policy(obs) -> (mean, log_std)`` as Tianshou's probabilistic actor: ``((loc, scale), state)``,
+    what ``ContinuousActorProbabilistic`` returns (scale = exp(log_std))."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs, state=None, info=None):
+        mean, log_std = self.net(_as_input(obs, self.net))
+        return (mean, log_std.exp()), state
+
+
+def _box(dim: int) -> gym.spaces.Box:
+    """The actor's action space: Tianshou's actors act in [-1, 1]^D (``map_action`` scales to the
+    environment's bounds on the way out, and only there)."""
+    return gym.spaces.Box(-1.0, 1.0, (int(dim),))
+
+
+def _load_lagged(lagged, module) -> None:
+    """A lagged (target) network of Tianshou's (an ``EvalModeModuleWrapper`` around a deep copy of the
+    online wrapper) takes the suite's target network's parameters."""
+    with torch.no_grad():
+        lagged.module.net.load_state_dict(module.state_dict())
+
+
+def _numpy(x) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _replay(obs, actions, rewards, next_obs, terminated, truncated) -> tuple[ReplayBuffer, Batch, np.ndarray]:
+    """A real ``ReplayBuffer`` holding the rows as transitions (``done = terminated | truncated``, as
+    ``add`` stores it); returns it, ``buffer[indices]`` and the indices."""
+    terminated, truncated = _numpy(terminated).astype(bool), _numpy(truncated).astype(bool)
+    buffer = ReplayBuffer.from_data(obs=_numpy(obs), act=_numpy(actions), rew=_numpy(rewards), terminated=terminated,
+                                    truncated=truncated, done=terminated | truncated, obs_next=_numpy(next_obs))
+    indices = np.arange(len(terminated))
+    return buffer, buffer[indices], indices
+
+
+def _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated) -> torch.Tensor:
+    """``algorithm._preprocess_batch``: ``compute_nstep_return`` with the algorithm's ``_target_q`` (n_step 1,
+    its default), inside a training step as ``Algorithm._update`` runs it (SAC samples its next action there)."""
+    buffer, batch, indices = _replay(obs, actions, rewards, next_obs, terminated, truncated)
+    with policy_within_training_step(algorithm.policy):
+        batch = algorithm._preprocess_batch(batch, buffer, indices)
+    return batch.returns.flatten()
+
+
+@contextlib.contextmanager
+def _td3_smoothing_noise(noise):
+    """TD3 draws its smoothing noise with ``torch.randn(size=act.shape) * policy_noise`` inside td3.py: for the
+    call, that module's ``torch.randn`` returns the suite's draw (the rest of its ``torch`` is torch's)."""
+
+    class _Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def randn(*size, **kwargs):
+            shape = tuple(kwargs.get("size", size[0] if len(size) == 1 and not isinstance(size[0], int) else size))
+            if shape != tuple(noise.shape):
+                raise ValueError(f"TD3 drew smoothing noise of shape {shape}; the suite's noise is {tuple(noise.shape)}")
+            return noise.clone()
+
+    original = td3_module.torch
+    td3_module.torch = _Torch()
+    try:
+        yield
+    finally:
+        td3_module.torch = original
+
+
+@contextlib.contextmanager
+def _standard_normal_draws(noise):
+    """``Normal.rsample`` (what ``SACPolicy.forward`` draws with) is ``loc + eps * scale`` with ``eps`` from
+    ``torch.distributions.normal._standard_normal``: for the call, ``eps`` is the suite's noise."""
+    original = normal_module._standard_normal
+
+    def given(shape, dtype, device):
+        if tuple(shape) != tuple(noise.shape):
+            raise ValueError(f"SAC drew a sample of shape {tuple(shape)}; the suite's noise is {tuple(noise.shape)}")
+        return noise.to(dtype=dtype, device=device).clone()
+
+    normal_module._standard_normal = given
+    try:
+        yield
+    finally:
+        normal_module._standard_normal = original
+
+
+def _record_steps(*optimizers) -> list:
+    """Replaces each ``Algorithm.Optimizer.step(loss)`` by a recorder: the losses Tianshou hands its optimizers
+    come back unstepped, in order, as (optimizer index, loss)."""
+    stepped = []
+    for i, optimizer in enumerate(optimizers):
+        optimizer.step = lambda loss, *args, i=i, **kwargs: stepped.append((i, loss))
+    return stepped
+
+
+def td_target(rewards, next_q, terminated, truncated, gamma):
+    """``Algorithm.compute_nstep_return`` (n_step 1) on a real buffer of the rows, its ``target_q_fn``
+    answering Q'(s', a') = ``next_q``: Tianshou masks it with ``value_mask = ~terminated`` and adds the
+    reward (``_nstep_return``, a numba kernel, float64)."""
+    buffer, batch, indices = _replay(np.arange(len(rewards), dtype=float)[:, None], np.zeros((len(rewards), 1)), rewards,
+                                     np.arange(len(rewards), dtype=float)[:, None] + 1, terminated, truncated)
+    q = torch.as_tensor(next_q)
+    batch = Algorithm.compute_nstep_return(batch, buffer, indices, lambda buffer, rows: q[rows].unsqueeze(-1),
+                                           gamma=float(gamma), n_step=1)
+    return batch.returns.flatten().numpy()
+
+
+def _ddpg(actor, critic, gamma=0.99) -> DDPG:
+    D = actor.bias.shape[0] if hasattr(actor, "bias") else 1
+    policy = ContinuousDeterministicPolicy(actor=_DeterministicActor(actor), action_space=_box(D))
+    return DDPG(policy=policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic), critic_optim=AdamOptimizerFactory(),
+                gamma=float(gamma))
+
+
+def ddpg_critic_target(actor, critic, target_actor, target_critic, obs, actions, rewards, next_obs, terminated, truncated, gamma):
+    """DDPG's ``_preprocess_batch`` with the suite's target actor and critic loaded into its lagged networks
+    (``actor_old``, ``critic_old``): ``critic_old(s', actor_old(s'))`` masked by ``~terminated``."""
+    algorithm = _ddpg(actor, critic, gamma)
+    _load_lagged(algorithm.actor_old, target_actor)
+    _load_lagged(algorithm.critic_old, target_critic)
+    return _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated)
+
+
+def _td3(actor, critic1, critic2, **options) -> TD3:
+    """TD3 on the suite's networks (``critic2=None``: Tianshou's deep copy of the first critic)."""
+    policy = ContinuousDeterministicPolicy(actor=_DeterministicActor(actor), action_space=_box(actor.bias.shape[0]))
+    return TD3(policy=policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic1), critic_optim=AdamOptimizerFactory(),
+               critic2=None if critic2 is None else _Critic(critic2), **options)
+
+
+def td3_critic_target(actor, critic1, critic2, target_actor, target_critic1, target_critic2, obs, actions, rewards, next_obs,
+                      terminated, truncated, gamma, noise, noise_clip, low, high):
+    """TD3's ``_preprocess_batch`` (``_target_q_compute_action``: the lagged actor's action plus
+    ``randn * policy_noise``, clamped to +-noise_clip only when noise_clip > 0; then the minimum of the two lagged
+    critics), with ``policy_noise = 1`` and ``randn`` returning the suite's smoothing noise (already scaled).
+    ``low`` and ``high`` are not used: TD3 never clips the target action to any bounds."""
+    algorithm = _td3(actor, critic1, critic2, gamma=float(gamma), policy_noise=1.0, noise_clip=float(noise_clip))
+    _load_lagged(algorithm.actor_old, target_actor)
+    _load_lagged(algorithm.critic_old, target_critic1)
+    _load_lagged(algorithm.critic2_old, target_critic2)
+    with _td3_smoothing_noise(noise):
+        return _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated)
+
+
+def _sac(policy, critic1, critic2, alpha, gamma=0.99) -> SAC:
+    D = policy.bm.shape[0] if hasattr(policy, "bm") else 1
+    sac_policy = SACPolicy(actor=_GaussianActor(policy), action_space=_box(D))
+    alpha = alpha if isinstance(alpha, Alpha) else float(alpha)
+    return SAC(policy=sac_policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic1), critic_optim=AdamOptimizerFactory(),
+               critic2=_Critic(critic2), gamma=float(gamma), alpha=alpha)
+
+
+def sac_critic_target(policy, critic1, critic2, target_critic1, target_critic2, obs, actions, rewards, next_obs, terminated,
+                      truncated, gamma, alpha, noise):
+    """SAC's ``_preprocess_batch``: ``SACPolicy.forward`` at s' (``rsample`` with the suite's standard normal
+    draw, tanh, ``correct_log_prob_gaussian_tanh``), then ``min(critic_old, critic2_old) - alpha log_prob``,
+    masked by ``~terminated``; the suite's target critics loaded into the lagged ones."""
+    algorithm = _sac(policy, critic1, critic2, alpha, gamma)
+    _load_lagged(algorithm.critic_old, target_critic1)
+    _load_lagged(algorithm.critic2_old, target_critic2)
+    with _standard_normal_draws(noise):
+        return _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated)
+
+
+def _update_batch(obs, D: int) -> Batch:
+    """A replay batch for an ``_update_with_batch`` whose critic losses are recorded and discarded: the suite's
+    observations, zero actions and zero returns."""
+    obs = torch.as_tensor(obs)
+    n = obs.shape[0]
+    return Batch(obs=obs, act=torch.zeros(n, D, dtype=obs.dtype), returns=torch.zeros(n, 1, dtype=obs.dtype), info=Batch())
+
+
+def dpg_actor_loss(actor, critic, obs):
+    """One ``DDPG._update_with_batch`` with its optimizers' steps recorded: the actor loss it hands
+    ``policy_optim``, ``-critic(obs, policy(obs).act).mean()``, returned unstepped. The critic enters with its
+    live parameters (Tianshou zeroes the critic's gradients before the critic's own step: declared
+    ``actor_loss_critic_gradient = "discarded"``)."""
+    algorithm = _ddpg(actor, critic)
+    stepped = _record_steps(algorithm.critic_optim, algorithm.policy_optim)
+    with torch.enable_grad(), policy_within_training_step(algorithm.policy):
+        algorithm._update_with_batch(_update_batch(obs, actor.bias.shape[0]))
+    return next(loss for i, loss in stepped if i == 1)
+
+
+def sac_actor_loss(policy, critic1, critic2, obs, alpha, noise):
+    """One ``SAC._update_with_batch`` (``FixedAlpha(alpha)``) with its optimizers' steps recorded: the actor loss
+    ``(alpha log_prob - min(critic(obs, act), critic2(obs, act))).mean()`` through ``SACPolicy.forward``'s
+    ``rsample`` (the suite's noise), returned unstepped; the critics enter with their live parameters."""
+    algorithm = _sac(policy, critic1, critic2, alpha)
+    stepped = _record_steps(algorithm.critic_optim, algorithm.critic2_optim, algorithm.policy_optim)
+    with torch.enable_grad(), policy_within_training_step(algorithm.policy), _standard_normal_draws(noise):
+        algorithm._update_with_batch(_update_batch(obs, policy.bm.shape[0]))
+    return next(loss for i, loss in stepped if i == 2)
+
+
+class _GivenSample(SACPolicy):
+    """A SAC policy whose sample is given: ``act`` zeros and ``log_prob`` the suite's (B, 1) log-densities (the
+    stage the protocol passes as an input to the temperature loss)."""
+
+    def __init__(self, log_prob, action_dim):
+        super().__init__(actor=_ConstantCritic(log_prob.dtype), action_space=_box(action_dim))
+        self.given = log_prob
+
+    def forward(self, batch, state=None, **kwargs):
+        n = self.given.shape[0]
+        return Batch(act=torch.zeros(n, self.action_space.shape[0], dtype=self.given.dtype), log_prob=self.given.reshape(n, 1),
+                     state=None)
+
+
+class _ZeroCritic(torch.nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
+
+    def forward(self, obs, act=None, info=None):
+        return self.w.expand(len(obs), 1)
+
+
+class _BackwardRecorded(torch.Tensor):
+    """A tensor whose ``backward()`` is recorded instead of run, so the graph of a loss Tianshou steps on
+    itself (``AutoAlpha.update`` calls ``alpha_loss.backward()``) survives for the suite to differentiate.
+    Results of torch operations on it are of this class too (torch's default ``__torch_function__``)."""
+
+    def backward(self, *args, **kwargs):
+        _BACKWARD_RECORDED.append(self)
+
+
+_BACKWARD_RECORDED: list = []
+
+
+class _ContinuousEnvironments:
+    """What ``AutoAlphaFactoryDefault.create_auto_alpha`` reads of ``tianshou.highlevel.env.Environments``."""
+
+    def __init__(self, action_dim):
+        self.action_dim = action_dim
+
+    def get_action_shape(self):
+        return (self.action_dim,)
+
+    def get_type(self):
+        from tianshou.highlevel.env import EnvType
+
+        return EnvType.CONTINUOUS
+
+
+def sac_alpha_loss(log_alpha, log_prob, action_dim, target_entropy=None):
+    """One ``SAC._update_with_batch`` with ``AutoAlpha``: SAC hands ``alpha.update`` the entropy
+    ``-log_prob.detach()`` of its policy's sample and ``AutoAlpha.update`` steps on
+    ``-(log_alpha * (target_entropy - entropy)).mean()``. The policy's sample is given (``_GivenSample``: the
+    suite's log_prob); ``AutoAlpha``'s log_alpha parameter is the suite's, and its ``backward()`` is recorded
+    (``_BackwardRecorded``) so that the loss comes back with its graph. ``target_entropy=None``: the alpha of
+    the high-level API's ``AutoAlphaFactoryDefault`` (target entropy ``-1 * dim(A)``; ``AutoAlpha`` itself has
+    no default)."""
+    dtype = log_prob.dtype
+    if target_entropy is None:
+        from tianshou.highlevel.params.alpha import AutoAlphaFactoryDefault
+
+        alpha = AutoAlphaFactoryDefault().create_auto_alpha(_ContinuousEnvironments(int(action_dim)), "cpu")
+    else:
+        alpha = AutoAlpha(float(target_entropy), float(log_alpha), AdamOptimizerFactory(lr=3e-4))
+    alpha._parameters["_log_alpha"] = log_alpha.as_subclass(_BackwardRecorded)
+    algorithm = SAC(policy=_GivenSample(log_prob, int(action_dim)), policy_optim=AdamOptimizerFactory(), critic=_ZeroCritic(dtype),
+                    critic_optim=AdamOptimizerFactory(), critic2=_ZeroCritic(dtype), alpha=alpha)
+    _record_steps(algorithm.critic_optim, algorithm.critic2_optim, algorithm.policy_optim)
+    _BACKWARD_RECORDED.clear()
+    with torch.enable_grad(), policy_within_training_step(algorithm.policy):
+        algorithm._update_with_batch(_update_batch(torch.zeros(len(log_prob), 1, dtype=dtype), int(action_dim)))
+    (loss,) = _BACKWARD_RECORDED
+    _BACKWARD_RECORDED.clear()
+    return loss.as_subclass(torch.Tensor)
+
+
+class _Parameters1D(torch.nn.Module):
+    """A network whose parameters are one flat vector: the target-update operations' ``(P,)`` parameters. As an
+    actor or a critic of a TD3 it outputs zeros (the losses it enters are recorded, not stepped)."""
+
+    max_action = 1.0
+
+    def __init__(self, theta, critic: bool):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.as_tensor(theta, dtype=torch.float32).detach().clone())
+        self.critic = critic
+
+    def forward(self, obs, act=None, info=None, state=None):
+        zeros = torch.zeros(len(obs), 1, dtype=self.theta.dtype)
+        return zeros if self.critic else (zeros, state)
+
+
+def polyak_update(target, online, tau):
+    """``LaggedNetworkCollection.polyak_parameter_update(tau)`` (what ``_update_lagged_network_weights`` of DDPG,
+    TD3, SAC and CQL runs): ``tau * source + (1 - tau) * target`` on a lagged copy holding ``target``, the
+    parameters float32 as a Tianshou network's are (its nets compute in torch's default float32)."""
+    lagged = LaggedNetworkCollection()
+    source = _Parameters1D(online, critic=True)
+    copy = lagged.add_lagged_network(source)
+    with torch.no_grad():
+        copy.module.theta.copy_(torch.as_tensor(target, dtype=torch.float32))
+    lagged.polyak_parameter_update(float(tau))
+    return copy.module.theta.detach().numpy().copy()
+
+
+def _td3_schedule(target, online, tau, period):
+    """N ``TD3._update_with_batch`` calls (``update_actor_freq = period``, ``tau``) on one algorithm, as its
+    trainer makes them (one per gradient step, whatever the calls' grouping): the critic's "step" n sets it to
+    ``online[n - 1]``; returns the lagged critic after each update, and whether the actor stepped and the lagged
+    networks were updated."""
+    online = np.asarray(online)
+    N, P = online.shape
+    critic = _Parameters1D(online[0], critic=True)
+    algorithm = TD3(policy=ContinuousDeterministicPolicy(actor=_Parameters1D(online[0], critic=False), action_space=_box(1)),
+                    policy_optim=AdamOptimizerFactory(), critic=critic, critic_optim=AdamOptimizerFactory(),
+                    critic2=_Parameters1D(online[0], critic=True), tau=float(tau), update_actor_freq=int(period))
+    with torch.no_grad():
+        algorithm.critic_old.module.theta.copy_(torch.as_tensor(target, dtype=torch.float32))
+    step = [0]
+    actor_steps, target_updates = np.zeros(N), np.zeros(N)
+
+    def critic_step(loss, *args, **kwargs):
+        with torch.no_grad():
+            critic.theta.copy_(torch.as_tensor(online[step[0]], dtype=torch.float32))
+
+    algorithm.critic_optim.step = critic_step
+    algorithm.critic2_optim.step = lambda loss, *args, **kwargs: None
+    algorithm.policy_optim.step = lambda loss, *args, **kwargs: actor_steps.__setitem__(step[0], 1.0)
+    update = algorithm._update_lagged_network_weights
+
+    def recorded_update():
+        target_updates[step[0]] = 1.0
+        update()
+
+    algorithm._update_lagged_network_weights = recorded_update
+    targets = np.empty((N, P), dtype=np.float32)
+    batch = _update_batch(torch.zeros(1, 1), 1)
+    with policy_within_training_step(algorithm.policy):
+        for n in range(N):
+            step[0] = n
+            algorithm._update_with_batch(batch)
+            targets[n] = algorithm.critic_old.module.theta.detach().numpy()
+    return targets, actor_steps, target_updates
+
+
+def target_network_updates(target, online, tau, period, gradient_steps):
+    """TD3's target networks (the lagged critic): ``_update_lagged_network_weights`` (the Polyak update above)
+    runs with the actor, when ``_cnt % update_actor_freq == 0`` before ``_cnt`` advances (steps 1, period + 1,
+    ...: declared update_phase ``start``); ``period = 1`` is DDPG's and SAC's every-step update, ``tau = 1`` a
+    copy. Tianshou counts gradient steps on the algorithm (``_cnt``), so the calls' grouping does not enter."""
+    return _td3_schedule(target, online, tau, period)[0]
+
+
+def td3_actor_update_steps(gradient_steps, policy_delay):
+    """``TD3._update_with_batch`` ``sum(gradient_steps)`` times with ``update_actor_freq = policy_delay``: 1.0
+    where it stepped the actor's optimizer, and where it updated its lagged networks."""
+    N = int(sum(gradient_steps))
+    _, actor_steps, target_updates = _td3_schedule(np.zeros(1), np.zeros((N, 1)), 0.005, policy_delay)
+    return actor_steps, target_updates
+
+
+# ---------------------------------------------------------------------------------------------
+# offline: DiscreteCQL, CQL, DiscreteCRR (algorithm/imitation/discrete_cql.py, cql.py, discrete_crr.py)
+
+
+class _QuantileLookup(torch.nn.Module):
+    """QR-DQN's model: obs (the state's row) -> ``(B, A, num_quantiles)`` quantiles, every one of an action
+    equal to the suite's Q(s, a), so that ``QRDQNPolicy.compute_q_value`` (their mean) is Q."""
+
+    def __init__(self, num_quantiles):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+        self.num_quantiles, self.q = num_quantiles, None
+
+    def forward(self, obs, state=None, info=None):
+        q = self.q[torch.as_tensor(obs, dtype=torch.long).reshape(-1)]
+        return q.unsqueeze(-1).expand(*q.shape, self.num_quantiles), state
+
+
+def cql_penalty(q_values, actions, alpha):
+    """``DiscreteCQL._update_with_batch`` (``min_q_weight = alpha``) on one state at a time, its optimizer's
+    step recorded: ``qr_loss + min_q_weight * (logsumexp(q).mean() - q[a].mean())`` with the quantile
+    regression target equal to the data action's quantiles (``returns``), so ``qr_loss`` is exactly 0 with a
+    zero gradient; the batch mean over one state is that state's penalty."""
+    B, A = q_values.shape
+    model = _QuantileLookup(num_quantiles=200)  # DiscreteCQL's default
+    # QRDQN.__init__ adds a filter for torch's broadcasting warning of its (intended) pairwise quantile loss; here
+    # only for the call
+    with warnings.catch_warnings():
+        algorithm = DiscreteCQL(policy=QRDQNPolicy(model=model, action_space=gym.spaces.Discrete(int(A))),
+                                optim=AdamOptimizerFactory(), min_q_weight=float(alpha))
+        model.q = q_values
+        stepped = _record_steps(algorithm.optim)
+        actions = torch.as_tensor(actions).long()
+        for b in range(B):
+            a = int(actions[b])
+            returns = q_values[b, a].detach().reshape(1, 1).expand(1, model.num_quantiles)
+            algorithm._update_with_batch(Batch(obs=np.array([b]), act=np.array([a]), returns=returns, info=Batch()))
+    return torch.stack([loss for _, loss in stepped]).reshape(B)
+
+
+_DATA_ACTION, _POLICY_CODE = 5.0, 10.0  # action values the CQL lookups read: the data action, policy slots from 10
+
+
+class _SampledQ(torch.nn.Module):
+    """CQL's critic for one state: ``critic(obs, act) -> (n, 1)`` answering, in float32 (CQL casts its batch to
+    float), Q at the data action (action ``_DATA_ACTION``: the suite's ``q_data``), at a policy slot (action
+    ``_POLICY_CODE + k``: slot k of ``policy``) or, for CQL's uniform draws (any other action), at its k-th
+    draw (``uniform``). Its lagged copies hold no values and answer 0 (the target that ``done`` masks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+        self.data = self.policy = self.uniform = None
+
+    def forward(self, obs, act=None, info=None):
+        act = torch.as_tensor(act)
+        n = act.shape[0]
+        if self.data is None:
+            return torch.zeros(n, 1)
+        code = act[:, 0]
+        if bool(torch.all(code == _DATA_ACTION)) and n == 1:
+            values = self.data.reshape(1)
+        elif bool(torch.all(code >= _POLICY_CODE)):
+            values = self.policy[(code - _POLICY_CODE).long()]
+        else:
+            values = self.uniform[:n]
+        return values.float().reshape(n, 1)
+
+
+class _SampledPolicy(SACPolicy):
+    """CQL's policy for one state: at s (observation [0, 0]) the k-th row's action is policy slot k ("current"
+    samples), at s' ([0, 1]) slot R + k ("next" samples), each with its slot's log-density."""
+
+    def __init__(self, dim, repeats):
+        super().__init__(actor=_ConstantCritic(torch.float32), action_space=_box(dim))
+        self.repeats, self.log_pi = repeats, None
+
+    def forward(self, batch, state=None, **kwargs):
+        obs = torch.as_tensor(batch.obs)
+        n = obs.shape[0]
+        slots = torch.arange(n) + self.repeats * obs[:, 1].long()
+        act = (_POLICY_CODE + slots.to(torch.float32))[:, None].expand(n, self.action_space.shape[0])
+        return Batch(act=act, log_prob=self.log_pi[slots].float().reshape(n, 1), state=None)
+
+
+def cql_sampled_penalty(q_uniform, q_policy, log_pi, q_data, action_low, action_high, alpha, temperature):
+    """``CQL._update_with_batch`` on one state at a time (``num_repeat_actions = R``), its optimizers' steps
+    recorded; the penalty is the first critic's loss, whose TD term is exactly 0 (the target is the data's own Q:
+    ``rew = q_data``, ``done``). CQL draws R uniform actions, R policy actions at s and R at s' (all scored at s):
+    N uniform and M policy samples fill R = max(N, ceil(M / 2)) of each, the policy's at s first; a slot they do
+    not fill holds Q = -inf (weight exp(-inf) = 0: under CQL's declared sum normalisation it drops out of a
+    logsumexp). ``cql_weight = alpha`` with ``with_lagrange=False`` (the protocol's weight is fixed; the default
+    Lagrangian learns it and subtracts ``lagrange_threshold``); ``calibrated=True`` (the default) with
+    calibration returns -inf, so Cal-QL's lower bound never binds; ``temperature = T``. The box enters nowhere:
+    CQL's uniform log-density is ``log(0.5 ** D)`` whatever ``min_action`` and ``max_action`` say."""
+    B, N = q_uniform.shape
+    M = q_policy.shape[1]
+    D = len(action_low)
+    R = max(N, -(-M // 2))
+    critic, policy = _SampledQ(), _SampledPolicy(D, R)
+    algorithm = CQL(policy=policy, policy_optim=AdamOptimizerFactory(), critic=critic, critic_optim=AdamOptimizerFactory(),
+                    critic2=critic, cql_weight=float(alpha), temperature=float(temperature), with_lagrange=False,
+                    num_repeat_actions=R)
+    stepped = _record_steps(algorithm.critic_optim, algorithm.critic2_optim, algorithm.policy_optim)
+    losses = []
+    with torch.random.fork_rng(devices=[]), torch.enable_grad(), policy_within_training_step(policy):
+        for b in range(B):
+            slots = torch.full((2 * R,), -math.inf, dtype=q_policy.dtype)
+            slots = torch.cat([q_policy[b], slots[M:]])
+            critic.data, critic.policy = q_data[b], slots
+            critic.uniform = torch.cat([q_uniform[b], torch.full((R - N,), -math.inf, dtype=q_uniform.dtype)])
+            policy.log_pi = torch.cat([log_pi[b], torch.zeros(2 * R - M, dtype=log_pi.dtype)])
+            batch = Batch(obs=np.array([[0.0, 0.0]]), obs_next=np.array([[0.0, 1.0]]), act=np.full((1, D), _DATA_ACTION),
+                          rew=np.array([float(q_data[b])]), done=np.array([True]), calibration_returns=np.array([-np.inf]),
+                          info=Batch())
+            stepped.clear()
+            algorithm._update_with_batch(batch)
+            losses.append(next(loss for i, loss in stepped if i == 0))
+    return torch.stack(losses).reshape(B)
+
+
+class _GivenCategorical(Distribution):
+    """The policy's distribution inside DiscreteCRR for one state (``Categorical(logits=...)`` there, whatever the
+    policy's ``dist_fn``): ``log_prob(a)`` reads the actor's output as log-probabilities (the suite's log pi(a|s),
+    the stage the protocol passes as an input); ``probs`` puts the expectation ``E_pi[Q(s, .)]`` of CRR's
+    advantage on the action ``mass`` (set by :func:`_crr_distribution`)."""
+
+    arg_constraints: dict = {}
+    mass = 0
+
+    def __init__(self, logits):
+        self.given = logits
+        super().__init__(batch_shape=logits.shape[:1], validate_args=False)
+
+    def log_prob(self, value):
+        return self.given.gather(-1, value.long().reshape(-1, 1)).reshape(-1)
+
+    @property
+    def probs(self):
+        one_hot = torch.zeros(self.given.shape[-1], dtype=self.given.dtype)
+        one_hot[self.mass] = 1.0
+        return one_hot.expand(self.given.shape)
+
+
+class _RowTensors(torch.nn.Module):
+    """An actor or critic of one state whose output is a given (1, A) tensor (the actor's with ``state``)."""
+
+    def __init__(self, actor: bool):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+        self.actor, self.value = actor, None
+
+    def forward(self, obs, state=None, info=None):
+        out = self.value.expand(len(obs), -1)
+        return (out, state) if self.actor else out
+
+
+@contextlib.contextmanager
+def _crr_distribution():
+    """DiscreteCRR builds ``Categorical(logits=actor(obs))`` itself: for the call, that name in discrete_crr.py is
+    a subclass of ``_GivenCategorical``, whose ``mass`` the caller sets through the class yielded."""
+    given = type("_GivenCategoricalOfCall", (_GivenCategorical,), {})
+    original = crr_module.Categorical
+    crr_module.Categorical = given
+    try:
+        yield given
+    finally:
+        crr_module.Categorical = original
+
+
+def _crr(beta=1.0, min_q_weight=0.0, actions=2):
+    actor, critic = _RowTensors(actor=True), _RowTensors(actor=False)
+    policy = DiscreteActorPolicy(actor=actor, action_space=gym.spaces.Discrete(int(actions)))
+    algorithm = DiscreteCRR(policy=policy, critic=critic, optim=AdamOptimizerFactory(), beta=float(beta),
+                            min_q_weight=float(min_q_weight))
+    return algorithm, actor, critic, _record_steps(algorithm.optim)
+
+
+def _crr_state(algorithm, action: int, reward: float) -> None:
+    """One ``_update_with_batch`` on one state whose data action is ``action``; the critic's TD target is
+    ``reward`` (``done``), the data action's own Q, so its loss is exactly 0."""
+    batch = Batch(obs=np.zeros((1, 1)), act=np.array([action]), rew=np.array([reward]), obs_next=np.zeros((1, 1)),
+                  done=np.array([True]), info=Batch())
+    algorithm._update_with_batch(batch)
+
+
+def awr_loss(log_prob, advantages, beta):
+    """``DiscreteCRR._update_with_batch`` (``policy_improvement_mode="exp"``, ``ratio_upper_bound`` 20, ``beta``)
+    on one state at a time, its optimizer's step recorded: ``actor_loss = (-dist.log_prob(act) *
+    (advantage / beta).exp().clamp(0, 20)).mean()`` with ``advantage = Q(s, a) - E_pi[Q(s, .)]``. The state has
+    two actions, the data's is 0: the critic answers ``Q(s, .) = [A, 0]`` and the distribution
+    (``_GivenCategorical``) gives log pi(0|s) = the suite's log_prob and puts E_pi on action 1, so the advantage is
+    exactly A, computed by CRR from its critic. The critic's own loss is 0 and ``min_q_weight = 0`` leaves out
+    CRR's CQL regulariser (the discrete CQL penalty: variant ``crr_regulariser``): the recorded loss is the
+    actor's."""
+    algorithm, actor, critic, stepped = _crr(beta=beta)
+    with torch.enable_grad(), _crr_distribution() as distribution:
+        distribution.mass = 1
+        for b in range(len(log_prob)):
+            actor.value = torch.stack([log_prob[b], torch.zeros((), dtype=log_prob.dtype)])[None]
+            critic.value = torch.stack([advantages[b], torch.zeros((), dtype=advantages.dtype)])[None]
+            _crr_state(algorithm, 0, float(advantages[b]))
+    return torch.stack([loss for _, loss in stepped]).reshape(len(log_prob))
+
+
+def _crr_cql_penalty(q_values, actions, alpha):
+    """DiscreteCRR's CQL regulariser, ``min_q_weight * (q_t.logsumexp(1) - q_t[a]).mean()``, through one
+    ``_update_with_batch`` per state (``min_q_weight = alpha``): the critic answers the suite's Q(s, .), the
+    policy puts all its mass on the data action (log pi(a) = 0, so the advantage is 0 and the actor's loss
+    -0 * 1 adds nothing, nor any gradient) and the critic's TD target is Q(s, a) itself."""
+    B, A = q_values.shape
+    algorithm, actor, critic, stepped = _crr(min_q_weight=alpha, actions=A)
+    actions = torch.as_tensor(actions).long()
+    actor.value = torch.zeros(1, A, dtype=q_values.dtype)
+    with torch.enable_grad(), _crr_distribution() as distribution:
+        for b in range(B):
+            a = int(actions[b])
+            distribution.mass = a
+            critic.value = q_values[b][None]
+            _crr_state(algorithm, a, float(q_values[b, a]))
+    return torch.stack([loss for _, loss in stepped]).reshape(B)
+
+
+def _td3_dpg_actor_loss(actor, critic, obs):
+    """TD3's actor step: one ``TD3._update_with_batch`` (its first, ``_cnt = 0``, updates the actor) with its
+    optimizers' steps recorded: ``-critic(obs, policy(batch, eps=0.0).act).mean()``, returned unstepped."""
+    algorithm = _td3(actor, critic, None)
+    stepped = _record_steps(algorithm.critic_optim, algorithm.critic2_optim, algorithm.policy_optim)
+    with torch.enable_grad(), policy_within_training_step(algorithm.policy):
+        algorithm._update_with_batch(_update_batch(obs, actor.bias.shape[0]))
+    return next(loss for i, loss in stepped if i == 2)
+
+
+# ---------------------------------------------------------------------------------------------
 # variants: --candidate tianshou:NAME
 
 dual_clip = SimpleNamespace(
@@ -532,4 +1249,16 @@ npg = SimpleNamespace(
     natural_step=_npg_natural_step,
 )
 
-VARIANTS = ("dual_clip", "npg")
+td3_actor = SimpleNamespace(
+    __doc__="TD3's actor step (-critic(obs, policy(batch, eps=0.0).act).mean(), on the steps its delay allows) for the "
+            "deterministic policy gradient: the second code path of DDPG's actor loss.",
+    dpg_actor_loss=_td3_dpg_actor_loss,
+)
+
+crr_regulariser = SimpleNamespace(
+    __doc__="DiscreteCRR's CQL regulariser, min_q_weight * (logsumexp_a Q - Q(s, a_data)), as the discrete CQL penalty: "
+            "the second code path of DiscreteCQL's.",
+    cql_penalty=_crr_cql_penalty,
+)
+
+VARIANTS = ("dual_clip", "npg", "td3_actor", "crr_regulariser")
