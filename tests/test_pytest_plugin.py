@@ -12,10 +12,12 @@ pytest_plugins = ["pytester"]
 
 
 def runp(pytester, *args):
-    """An inner pytest run isolated from this repository's ini file and from the outer coverage."""
+    """An inner pytest run isolated from this repository's ini file and from the outer coverage (and from
+    pytest-benchmark, where installed: it warns inside a parallel run)."""
     pytester.makeini("[pytest]\n")
     ini = str(pytester.path / "tox.ini")
-    return pytester.runpytest_inprocess("-c", ini, "--rootdir", str(pytester.path), "-p", "no:cacheprovider", "-p", "no:cov", *args)
+    return pytester.runpytest_inprocess("-c", ini, "--rootdir", str(pytester.path), "-p", "no:cacheprovider", "-p", "no:cov",
+                                        "-p", "no:benchmark", *args)
 
 
 def test_plugin_runs_one_item_per_clause(pytester):
