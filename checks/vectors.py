@@ -990,25 +990,27 @@ def _ulps(a: float, b: float) -> float:
     return abs(a - b) / math.ulp(max(abs(a), abs(b)))
 
 
-def _same(a, b, path: str, out: list[str], ulps: int) -> None:
+def _same(a, b, path: str, out: list[str], ulps: int, computed: bool = False) -> None:
+    """Append to ``out`` where ``a`` (committed) and ``b`` (regenerated) differ. Numbers under ``expected`` (the
+    computed values, bounds and tolerances) may be ``ulps`` apart; everything else must be equal."""
     if len(out) >= 10:
         return
     if isinstance(a, dict) and isinstance(b, dict):
-        expected = "value" in a and "value" in b  # an expected output: [low, high] = [value, value] when absent
-        keys = list(dict.fromkeys([*a, *b]))
-        for k in keys:
-            if expected and k in ("low", "high", "low_float32", "high_float32") and (k not in a or k not in b):
-                _same(a.get(k, a["value"]), b.get(k, b["value"]), f"{path}.{k}", out, ulps)
+        bounds = "value" in a and "value" in b  # an expected output: [low, high] = [value, value] when absent
+        for k in dict.fromkeys([*a, *b]):
+            inner = computed or k == "expected"
+            if bounds and k in ("low", "high", "low_float32", "high_float32") and (k not in a or k not in b):
+                _same(a.get(k, a["value"]), b.get(k, b["value"]), f"{path}.{k}", out, ulps, inner)
             elif k not in a or k not in b:
                 out.append(f"{path}: key {k!r} only in the {'committed' if k in a else 'regenerated'} set")
             elif k != "sha256":  # a file's hash follows its bytes; the files themselves are compared
-                _same(a[k], b[k], f"{path}.{k}", out, ulps)
+                _same(a[k], b[k], f"{path}.{k}", out, ulps, inner)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{path}: {len(a)} items committed, {len(b)} regenerated")
         for i, (x, y) in enumerate(zip(a, b)):
-            _same(x, y, f"{path}[{i}]", out, ulps)
-    elif isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+            _same(x, y, f"{path}[{i}]", out, ulps, computed)
+    elif computed and isinstance(a, float) and isinstance(b, float):
         if _ulps(a, b) > ulps:
             out.append(f"{path}: committed {a!r}, regenerated {b!r} ({_ulps(a, b):.3g} ulps apart)")
     elif a != b or type(a) is not type(b):

@@ -63,6 +63,9 @@ def test_the_staleness_comparison_tolerates_ulps_and_nothing_else(tmp_path):
     assert vectors.differences(a, b) == ["x.json.cases[0].flags[0]: committed 'm', regenerated 'n'"]
     (b / "x.json").write_text((b / "x.json").read_text().replace('"n"', '"m"').replace("74.77176", "74.7719"))
     assert "ulps apart" in vectors.differences(a, b)[0]
+    for d, value in ((a, 0.1), (b, 0.10000000000000002)):  # one ulp apart, but an input: must be equal
+        (d / "x.json").write_text(json.dumps({"cases": [{"id": "x/1", "inputs": {"r": [value]}}]}))
+    assert vectors.differences(a, b) == ["x.json.cases[0].inputs.r[0]: committed 0.1, regenerated 0.10000000000000002"]
 
 
 def test_every_file_follows_the_schema():
