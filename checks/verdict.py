@@ -126,6 +126,7 @@ class Context:
         self.notes: list[str] = []
         self.conventions: dict[str, Any] = {}  # the conventions this clause's checks read, with their values in force
         self._repeated: set[str] = set()
+        self.drawing = False  # inside a property's drawn examples (rlspec vectors records only the fixed inputs)
 
     def convention(self, key: str):
         """The value of convention ``key`` in force: the candidate's declaration (validated at load) or the
@@ -222,8 +223,12 @@ class Context:
         def run(example):
             body(example)
 
-        with _no_local_constants():
-            run()
+        drawing, self.drawing = self.drawing, True
+        try:
+            with _no_local_constants():
+                run()
+        finally:
+            self.drawing = drawing
 
 
 LOCAL_CONSTANTS = "hypothesis.internal.conjecture.providers._get_local_constants"  # the patch point
