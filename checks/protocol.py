@@ -96,6 +96,9 @@ class Call:
     operation: str = ""
     widened_by: str = ""  # what set the precision judged at when lower than the inputs': "output" or "declared"
     precision: str = ""  # the name of that precision ("float32")
+    dtype: Any = np.float64  # how the call was made, so that it can be made again on another candidate
+    array: str | None = None
+    requires_grad: tuple[str, ...] = ()
 
 
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
@@ -477,7 +480,8 @@ def call(
             widened_by, precision = "output", ", ".join(sorted({str(d) for d in dtypes if unit_roundoff(d) == u_outputs}))
     notes = [f"{operation} changed global state (restored): {', '.join(changes)}"] if changes else []
     return Call(arrays, u, code, printed, tuple(str(d) for d in dtypes), raw=result, inputs=converted, notes=notes,
-                args=args, operation=operation, widened_by=widened_by, precision=precision)
+                args=args, operation=operation, widened_by=widened_by, precision=precision, dtype=dtype, array=array,
+                requires_grad=tuple(requires_grad))
 
 
 def _validate(result, operation: str, outputs: int, shape, allow_nonfinite: bool):
