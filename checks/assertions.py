@@ -12,11 +12,12 @@ import numpy as np
 class ClauseFailure(AssertionError):
     """The candidate ran and returned something usable that contradicts the clause."""
 
-    def __init__(self, message: str, *, table: str = "", call: str = "", cause: str = "", diagnosed: bool = False,
+    def __init__(self, message: str, *, table: str = "", call: str = "", cause: str = "", diagnosed: bool | None = None,
                  ratio: float | None = None):
         super().__init__(message)
         self.message, self.table, self.call, self.cause = message, table, call, cause
-        # diagnosed: ``cause`` comes from the numbers (they match a known wrong answer), not a clause's usual suspect
+        # diagnosed: ``cause`` comes from the numbers (they match a known wrong answer), not a clause's usual
+        # suspect; None (raised by a check's own code): a computed cause unless it is the clause's fixed text
         self.diagnosed = diagnosed
         self.ratio = ratio  # the largest |diff| / tol over the elements compared (None: not a tolerance comparison)
 

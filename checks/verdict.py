@@ -402,7 +402,8 @@ def _evidence(context: Context, clause: catalogue.Clause, failure: ClauseFailure
     known: list[str] = []
     cause, listed = signatures.explain(context.calls)
     known += listed
-    if not cause and failure.diagnosed:
+    computed = failure.diagnosed if failure.diagnosed is not None else failure.cause != clause.likely_cause
+    if not cause and computed and failure.cause:
         cause = failure.cause
     if not cause:
         precision = _precision_evidence(context, failure)
