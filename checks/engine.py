@@ -123,7 +123,10 @@ def select(only: str | Iterable[str] | None) -> list[catalogue.Clause]:
             names = [c.id for c in every] + sorted({c.chapter for c in every})
             if any(ch in pattern for ch in "*?["):  # a glob: suggest the nearest prefix glob (PPO-CLIP-*)
                 prefixes = sorted({"-".join(c.id.split("-")[:n]) + "-*" for c in every for n in range(1, len(c.id.split("-")))})
-                close = contract.nearest(pattern.upper(), prefixes)
+                import difflib
+
+                near = difflib.get_close_matches(pattern.upper(), prefixes, n=1, cutoff=0.8)
+                close = f"; did you mean {near[0]!r}?" if near else ""
             else:
                 close = contract.nearest(pattern.upper(), [c.id for c in every]) or contract.nearest(pattern.lower(), names)
             raise UsageError(f"--only entry {pattern!r} matches no clause id, glob or chapter{close} (see `rlspec list`)")
