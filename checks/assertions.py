@@ -3,6 +3,7 @@ and the likely cause, so that it stands on its own in a report."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -11,9 +12,14 @@ import numpy as np
 class ClauseFailure(AssertionError):
     """The candidate ran and returned something usable that contradicts the clause."""
 
-    def __init__(self, message: str, *, table: str = "", call: str = "", cause: str = ""):
+    def __init__(self, message: str, *, table: str = "", call: str = "", cause: str = "", diagnosed: bool | None = None,
+                 ratio: float | None = None):
         super().__init__(message)
         self.message, self.table, self.call, self.cause = message, table, call, cause
+        # diagnosed: ``cause`` comes from the numbers (they match a known wrong answer), not a clause's usual
+        # suspect; None (raised by a check's own code): a computed cause unless it is the clause's fixed text
+        self.diagnosed = diagnosed
+        self.ratio = ratio  # the largest |diff| / tol over the elements compared (None: not a tolerance comparison)
 
     def __str__(self) -> str:
         return self.message
@@ -66,11 +72,15 @@ def assert_close(
         f"{what}: expected {_number(expected[worst])} at index {shown}, got {_number(actual[worst])} "
         f"(|diff| {_number(diff[worst])} > tol {_number(tol[worst])}; {int(bad.sum())} of {bad.size} elements off)"
     )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(np.max(np.where(bad, np.where(tol > 0, diff / tol, np.inf), 0.0)))
     raise ClauseFailure(
         message,
         table=mismatch_table("index", rows) + (f"\n... {len(offenders) - max_rows} more" if len(offenders) > max_rows else ""),
         call=call,
         cause=specific or cause,
+        diagnosed=bool(specific),
+        ratio=ratio if math.isfinite(ratio) else None,
     )
 
 

@@ -8,6 +8,7 @@ not proved), 2 bad arguments or a candidate that cannot be loaded (one line, no 
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import json
 import os
@@ -22,25 +23,83 @@ from ..spec import catalogue, contract
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
+CHECK_EPILOG = """\
+examples:
+  rlspec check                                        the built-in reference (a smoke test of the install)
+  rlspec check --candidate my_adapter.py              your adapter file (its folder is importable: from myrl import gae)
+  rlspec check --candidate mypkg.rlspec_adapter --profile ci --require gae,ppo_clip_loss --junit junit.xml
+  rlspec check --candidate my_adapter.py --only 'GAE-*,!GAE-FLOAT32-*' --json report.json
+  rlspec check --candidate sb3                        a library through its built-in adapter (pip install "rlspec[sb3]")
+
+[tool.rlspec] in pyproject.toml keeps these options (and RLSPEC_PRECISION / RLSPEC_CONVENTIONS) for a project;
+the command line wins (docs/ci.md).
+
+exit codes:
+  0    every provided operation conforms (declared deviations allowed)
+  1    a clause failed or errored (or, with --xfail-strict, an xfail entry passed)
+  2    bad arguments or configuration, or a candidate that cannot be loaded, provides no operation, has a
+       name near an operation's, or lacks a required one (one line; --verbose for the traceback)
+  130  stopped by Ctrl-C; 143 by SIGTERM (the report so far, marked incomplete)
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a misspelt option (``--candiate``)."""
+
+    def error(self, message):  # noqa: D102 - argparse's hook
+        if message.startswith("unrecognized arguments:"):
+            unknown = message.split(":", 1)[1].split()
+            options = [o for action in self._all_actions() for o in action.option_strings]
+            for word in unknown:
+                if word.startswith("-"):
+                    close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
+                    if close:
+                        message = f"unknown option {word!r}; did you mean {close[0]!r}?"
+                        break
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _all_actions(self):
+        """This parser's actions and its subcommands' (unknown options surface at the top parser)."""
+        for action in self._actions:
+            yield action
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = [p for name, p in action.choices.items() if name in _CHOSEN]
+                for parser in chosen:
+                    yield from parser._actions
+
+
+_CHOSEN: list[str] = []  # the subcommand being parsed (main sets it), for the did-you-mean above
+
+
 def _parser() -> argparse.ArgumentParser:
     from .engine import PROFILES
 
-    parser = argparse.ArgumentParser(prog="rlspec", description="Conformance suite for policy-gradient RL math.")
+    parser = Parser(prog="rlspec", description="Conformance suite for policy-gradient RL math.")
     parser.add_argument("--version", action="version", version="rlspec 0.1.0")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    check = commands.add_parser("check", help="check a candidate against the clause catalogue")
-    check.add_argument("--candidate", default="reference", metavar="SPEC",
+    check = commands.add_parser("check", help="check a candidate against the clause catalogue", epilog=CHECK_EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Check a candidate's operations against every clause of the catalogue.")
+    check.add_argument("--candidate", default=None, metavar="SPEC",
                        help="built-in name, dotted module (module:object allowed) or .py file (default: reference)")
-    check.add_argument("--profile", default="quick", choices=list(PROFILES),
-                       help="; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()))
-    check.add_argument("--only", metavar="PATTERN", help="comma-separated clause ids, globs (GAE-*) or chapter names")
-    check.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    check.add_argument("--device", default="cpu", help="cpu or cuda (torch candidates)")
+    check.add_argument("--profile", default=None, choices=list(PROFILES),
+                       help="; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()) + " (default: quick)")
+    check.add_argument("--only", metavar="PATTERN", help="comma-separated clause ids, globs (GAE-*), chapter names, "
+                       "!PATTERN to exclude; every entry must match a clause")
+    check.add_argument("--require", metavar="OPS", help="comma-separated operations the candidate must provide "
+                       "(exit 2 if one is missing): a CI gate that notices an operation disappearing")
+    check.add_argument("--dtype", default=None, choices=["float64", "float32"])
+    check.add_argument("--device", default=None, help="cpu or cuda (torch candidates)")
     check.add_argument("--xfail", metavar="FILE", help="expected deviations: CLAUSE-ID  # reason, one per line")
+    check.add_argument("--xfail-strict", action="store_true", default=None,
+                       help="an xfail entry whose clause passes (XPASS) fails the run, as pytest's xfail_strict")
     check.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
-    check.add_argument("--seed", type=int, default=0, help="seed for every drawn example (default 0)")
+    check.add_argument("--annotate", choices=["github", "none"], default=None,
+                       help="github: GitHub Actions annotations for failures (the default when GITHUB_ACTIONS=true)")
+    check.add_argument("--seed", type=int, default=None, help="seed for every drawn example (default 0)")
     check.add_argument("-n", "--workers", type=_workers, default=None, metavar="WORKERS",
                        help="run clauses on this many processes; 'auto' (the default): one per usable CPU core (at most 8)")
     check.add_argument("--time-limit", type=float, metavar="SECONDS",
@@ -48,7 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--memory-limit", type=int, metavar="MB", help="address-space cap per worker (default: RAM / (workers + 1))")
     check.add_argument("--no-isolation", action="store_true",
                        help="run the candidate in this process: faster start, but no time or memory limit")
-    check.add_argument("--verbose", action="store_true", help="tracebacks for load errors")
+    check.add_argument("--color", choices=["auto", "always", "never"], default=None,
+                       help="colour the table (auto: on a terminal, unless NO_COLOR is set)")
+    check.add_argument("--config", metavar="FILE", help="read [tool.rlspec] from this pyproject.toml (default: the "
+                       "first one with that table from the working directory upwards)")
+    check.add_argument("--verbose", action="store_true", help="every not-provided clause on its own row; tracebacks for load errors")
     check.add_argument("--vectors", metavar="DIR", help="run the candidate on a vector set (rlspec vectors) instead of the clauses")
 
     vectors = commands.add_parser("vectors", help="write the known-answer vector set (JSON, any language can run it)")
@@ -114,7 +177,9 @@ def _workers(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    _CHOSEN[:] = [w for w in words if not w.startswith("-")][:1]
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -131,14 +196,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(path: str, text: str, terminal) -> None:
+    """Write a report (``-``: stdout). The path was validated before the run (:func:`output_problem`): no folder
+    is created, nothing is written where the user did not say."""
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def output_problem(option: str, path: str | None) -> str | None:
+    """Why ``path`` cannot take a report (one line), or None: checked before the run, so a bad path costs no
+    run and leaves nothing behind (rlspec creates no folders)."""
+    if path is None or path == "-":
+        return None
+    if not path.strip():
+        return f"{option} needs a file path (or '-' for stdout)"
     target = Path(path)
-    if target.parent and not target.parent.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    if target.is_dir():
+        return f"{option} {path} is a folder; name a file in it (e.g. {target / ('report.json' if option == '--json' else 'junit.xml')})"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"{option} {path}: no folder {folder} (rlspec creates none; make it first)"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"{option} {path}: not writable"
+    return None
 
 
 def _on_sigterm():
@@ -156,7 +238,64 @@ def _on_sigterm():
         return None
 
 
+def _usage(message: str) -> int:
+    print(f"rlspec: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _settings(args):
+    """The command line over ``[tool.rlspec]`` over the defaults; returns (config, replay options) or raises
+    ConfigError. Fills ``args`` in place."""
+    from . import config as config_
+
+    path = args.config if args.config else config_.find()
+    if args.config and not Path(args.config).is_file():
+        raise config_.ConfigError(f"--config {args.config}: no such file")
+    config = config_.read(path)
+    given = {k: getattr(args, k) is not None for k in ("xfail", "xfail_strict")}
+    defaults = {"candidate": "reference", "profile": "quick", "seed": 0, "dtype": "float64", "device": "cpu",
+                "color": "auto", "xfail_strict": False}
+    for key in ("candidate", "profile", "seed", "dtype", "device", "only", "xfail", "xfail_strict", "json", "junit",
+                "time_limit", "memory_limit", "color", "annotate"):
+        if getattr(args, key) is None:
+            setattr(args, key, config.get(key, defaults.get(key)))
+    if args.workers is None and config.get("workers") is not None:
+        value = config.get("workers")
+        try:
+            args.workers = _workers(str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise config_.ConfigError(f"{config.path}: [tool.rlspec] workers: {exc}") from None
+    require = [r.strip() for r in (args.require or "").split(",") if r.strip()] + list(config.get("require", []))
+    args.require = require
+    from .engine import PROFILES
+
+    if args.profile not in PROFILES:
+        raise config_.ConfigError(f"{config.path}: [tool.rlspec] profile = {args.profile!r}; choose one of {', '.join(PROFILES)}")
+    if args.dtype not in ("float64", "float32"):
+        raise config_.ConfigError(f"{config.path}: [tool.rlspec] dtype = {args.dtype!r}; choose float64 or float32")
+    if args.color not in ("auto", "always", "never") or args.annotate not in (None, "github", "none"):
+        raise config_.ConfigError(f"{config.path}: [tool.rlspec] color takes auto, always or never; annotate github or none")
+    replay = []
+    if config.path is not None:
+        replay += ["--config", str(config.path)]
+    if given["xfail"] and isinstance(args.xfail, str):
+        replay += ["--xfail", str(Path(args.xfail).resolve())]
+    if given["xfail_strict"] and args.xfail_strict:
+        replay += ["--xfail-strict"]
+    if args.time_limit is not None:
+        replay += ["--time-limit", f"{args.time_limit:g}"]
+    if args.memory_limit is not None:
+        replay += ["--memory-limit", str(args.memory_limit)]
+    return config, replay
+
+
 def cmd_check(args) -> int:
+    from . import config as config_
+
+    try:
+        config, replay_extra = _settings(args)
+    except config_.ConfigError as exc:
+        return _usage(str(exc))
     if args.vectors:
         return cmd_check_vectors(args)
     if args.workers is None:  # the default: every usable core, unless the run is in this process
@@ -165,25 +304,35 @@ def cmd_check(args) -> int:
     from .engine import UsageError, run_conformance
     from .loader import LoadError, load
 
+    if args.json == "-" and args.junit == "-":
+        return _usage("--json - and --junit - both ask for stdout; send one of them to a file")
+    for option, path in (("--json", args.json), ("--junit", args.junit)):
+        problem = output_problem(option, path)
+        if problem:
+            return _usage(problem)
     terminal = sys.stderr if "-" in (args.json, args.junit) else sys.stdout
     if args.workers < 1:
-        print("rlspec: -n WORKERS must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage("-n WORKERS must be at least 1")
     if args.no_isolation and (args.workers > 1 or args.time_limit or args.memory_limit):
-        print("rlspec: -n, --time-limit and --memory-limit need isolation (drop --no-isolation)", file=sys.stderr)
-        return EXIT_USAGE
-    if (args.time_limit is not None and args.time_limit <= 0) or (args.memory_limit is not None and args.memory_limit <= 0):
-        print("rlspec: --time-limit and --memory-limit must be positive", file=sys.stderr)
-        return EXIT_USAGE
-    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
-        print(f"rlspec: unknown --device {args.device!r}; use cpu or cuda", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage("-n, --time-limit and --memory-limit need isolation (drop --no-isolation)")
+    if (args.time_limit is not None and not args.time_limit > 0) or (args.memory_limit is not None and args.memory_limit <= 0):
+        return _usage("--time-limit and --memory-limit must be positive")
+    if args.time_limit is not None and args.time_limit == float("inf"):
+        return _usage("--time-limit must be finite")
+    if args.device not in ("cpu", "cuda") and not str(args.device).startswith("cuda:"):
+        return _usage(f"unknown --device {args.device!r}; use cpu or cuda")
+    style = report.Style.choose(args.color, terminal)
+    annotate = args.annotate == "github" or (args.annotate is None and os.environ.get("GITHUB_ACTIONS") == "true")
+    overrides = config.overrides
+    if isinstance(args.xfail, dict):  # [tool.rlspec] xfail = {ID = "reason"}
+        overrides["RLSPEC_XFAIL"] = args.xfail
+        args.xfail = None
     try:
         from .engine import select
 
-        select(args.only)
+        selected = select(args.only)
         # Isolated runs load the candidate in a worker (a hanging import is killed there).
-        candidate = args.candidate if not args.no_isolation else load(args.candidate, device=args.device)
+        candidate = args.candidate if not args.no_isolation else load(args.candidate, device=args.device, overrides=overrides)
         if args.no_isolation:  # this process is rlspec's: settle what is loaded, as a worker does
             from .registry import load_all
             from .worker import settle
@@ -195,10 +344,10 @@ def cmd_check(args) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"rlspec: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(str(exc))
 
     started = []
+    shown = report.Table(len(selected), style, fold=not args.verbose)
 
     def start(run=None):
         """The header goes out once the candidate has loaded, so a candidate that cannot load prints one line."""
@@ -209,15 +358,22 @@ def cmd_check(args) -> int:
 
     def progress(result):
         start()
-        terminal.write(report.row(result) + "\n")
+        line = shown.row(result)
+        if line:
+            terminal.write(line + "\n")
         terminal.flush()
 
     partial_json = args.json
+    failed_checkpoint = []
 
     def checkpoint(run):
         """Rewrite the JSON report after every clause so an interrupted run leaves a valid one."""
-        if partial_json and partial_json != "-":
-            _write(partial_json, run.dumps(), terminal)
+        if partial_json and partial_json != "-" and not failed_checkpoint:
+            try:
+                _write(partial_json, run.dumps(), terminal)
+            except OSError as exc:  # the disk filled, the folder went: say so once, finish the run
+                failed_checkpoint.append(True)
+                run.warnings.append(f"cannot write --json {partial_json}: {exc.strerror or exc}")
 
     previous = _on_sigterm()
     try:
@@ -236,24 +392,35 @@ def cmd_check(args) -> int:
             workers=args.workers,
             time_limit=args.time_limit,
             memory_limit=args.memory_limit * 2**20 if args.memory_limit else None,
+            require=args.require,
+            xfail_strict=bool(args.xfail_strict),
+            overrides=overrides,
+            replay_extra=replay_extra,
         )
     except (LoadError, UsageError) as exc:
         if args.verbose:
             import traceback
 
             traceback.print_exc()
-        print(f"rlspec: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(str(exc))
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
     start(run)
-    report.write_terminal_footer(run, terminal)
-    if args.json:
-        _write(args.json, run.dumps(), terminal)
-    if args.junit:
-        _write(args.junit, report.junit(run), terminal)
+    folded = shown.folded()
+    if folded:
+        terminal.write(folded + "\n")
+    report.write_terminal_footer(run, terminal, style)
+    if annotate:
+        sys.stdout.write(report.github_annotations(run, args.candidate))
+        sys.stdout.flush()
+    for option, path, text in (("--json", args.json, run.dumps), ("--junit", args.junit, lambda: report.junit(run))):
+        if path:
+            try:
+                _write(path, text(), terminal)
+            except OSError as exc:
+                return _usage(f"cannot write {option} {path}: {exc.strerror or exc}")
     if run.incomplete:
         return 128 + (run.signal or signal.SIGINT)  # 130 after Ctrl-C, 143 after SIGTERM
     return EXIT_OK if run.ok else EXIT_FAIL
@@ -264,6 +431,9 @@ def cmd_check_vectors(args) -> int:
     from . import vectors
     from .loader import LoadError
 
+    problem = output_problem("--json", args.json)
+    if problem:
+        return _usage(problem)
     if args.only or args.profile != "quick" or args.dtype != "float64" or args.xfail or args.junit or args.workers not in (None, 1):
         print("rlspec: --vectors runs every case as written; --only, --profile, --dtype, --xfail, --junit and -n do not "
               "apply", file=sys.stderr)

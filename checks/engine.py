@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..spec import catalogue, contract
-from .loader import LoadError, check_xfail_ids, from_object, load, parse_xfail
+from .loader import LoadError, check_xfail_ids, from_object, load, parse_xfail  # noqa: F401 - LoadError re-exported
 from .protocol import Candidate
 from .registry import load_all
 from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, local_constants_warning, run_clause  # noqa: F401 - re-exported
 
 VERSION = "0.1.0"
 LOAD_SECONDS = 120.0  # the least time an isolated worker gets to import the candidate
+MEMORY_HEADROOM = 512 * 2**20  # address space a worker needs beyond its parent's to load a candidate and run checks
 
 
 class UsageError(ValueError):
@@ -117,6 +118,18 @@ def select(only: str | Iterable[str] | None) -> list[catalogue.Clause]:
     hit = lambda c, p: _matches(c.id, [p]) or p.lower() == c.chapter
     include = [p for p in patterns if not p.startswith("!")]
     exclude = [p[1:] for p in patterns if p.startswith("!")]
+    for pattern in include + exclude:  # every entry must match: a misspelt one would silently drop clauses
+        if not any(hit(c, pattern) for c in every):
+            names = [c.id for c in every] + sorted({c.chapter for c in every})
+            if any(ch in pattern for ch in "*?["):  # a glob: suggest the nearest prefix glob (PPO-CLIP-*)
+                prefixes = sorted({"-".join(c.id.split("-")[:n]) + "-*" for c in every for n in range(1, len(c.id.split("-")))})
+                import difflib
+
+                near = difflib.get_close_matches(pattern.upper(), prefixes, n=1, cutoff=0.8)
+                close = f"; did you mean {near[0]!r}?" if near else ""
+            else:
+                close = contract.nearest(pattern.upper(), [c.id for c in every]) or contract.nearest(pattern.lower(), names)
+            raise UsageError(f"--only entry {pattern!r} matches no clause id, glob or chapter{close} (see `rlspec list`)")
     chosen = [c for c in every if (not include or any(hit(c, p) for p in include)) and not any(hit(c, p) for p in exclude)]
     if not chosen:
         raise UsageError(f"--only {','.join(patterns)!r} matches no clause (see `rlspec list`)")
@@ -142,16 +155,39 @@ def _known_ids(entries, origin: str) -> None:
         raise UsageError(str(exc)) from None
 
 
-def replay_command(spec: str, clause_id: str, profile: str, seed: int, dtype: str, device: str) -> str:
-    parts = ["rlspec check"]
+def replay_spec(spec: str) -> tuple[str, str]:
+    """``(spec as a replay names it, folder to run it from or "")``: a file candidate by its absolute path, so
+    the printed command works pasted in any shell from any folder; a dotted module found under the working
+    directory (as ``python -m`` finds it) from that directory."""
+    target, colon, attribute = spec.partition(":")
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        return str(path.resolve()) + colon + attribute, ""
+    top = target.split(".")[0]
+    if top.isidentifier() and ((Path.cwd() / top).is_dir() or (Path.cwd() / f"{top}.py").is_file()):
+        return spec, str(Path.cwd())
+    return spec, ""
+
+
+def replay_command(spec: str, clause_id: str, profile: str, seed: int, dtype: str, device: str,
+                   extra: Iterable[str] = ()) -> str:
+    """The command that replays one clause, as a user pastes it into a fresh shell (arguments quoted).
+    ``extra``: further options that change the verdict (``--xfail FILE``, ``--config FILE``, limits)."""
+    import shlex
+
+    parts = ["rlspec", "check"]
+    folder = ""
     if spec != "reference":
-        parts.append(f"--candidate {spec}")
-    parts += [f"--only {clause_id}", f"--profile {profile}", f"--seed {seed}"]
+        spec, folder = replay_spec(spec)
+        parts += ["--candidate", spec]
+    parts += ["--only", clause_id, "--profile", profile, "--seed", str(seed)]
     if dtype != "float64":
-        parts.append(f"--dtype {dtype}")
+        parts += ["--dtype", dtype]
     if device != "cpu":
-        parts.append(f"--device {device}")
-    return " ".join(parts)
+        parts += ["--device", device]
+    parts += list(extra)
+    command = " ".join(shlex.quote(p) for p in parts)
+    return f"cd {shlex.quote(folder)} && {command}" if folder else command
 
 
 def run_conformance(
@@ -170,6 +206,10 @@ def run_conformance(
     workers: int = 1,
     time_limit: float | None = None,
     memory_limit: int | None = None,
+    require: Iterable[str] = (),
+    xfail_strict: bool = False,
+    overrides: dict[str, Any] | None = None,
+    replay_extra: Iterable[str] = (),
 ) -> ConformanceResult:
     """Check ``candidate`` against the catalogue; returns every clause's verdict.
 
@@ -181,6 +221,11 @@ def run_conformance(
     (``workers`` of them) that are killed after ``time_limit`` seconds per clause (default: the
     profile's) and capped at ``memory_limit`` bytes; the command line isolates by default. Use in a
     library's tests as ``assert run_conformance("mypkg.rlspec_adapter").ok``.
+
+    No false green: a candidate that provides no operation, or lacks one named in ``require`` (or its own
+    ``RLSPEC_REQUIRE``), raises LoadError. An xfail entry whose clause passes is an XPASS (``ClauseResult.xpass``);
+    with ``xfail_strict`` it fails the clause. ``overrides``: declarations from outside the candidate
+    (``[tool.rlspec]``; see :func:`loader.load`).
     """
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
@@ -191,8 +236,20 @@ def run_conformance(
     started = time.perf_counter()
     selected = select(clauses)
     chosen_profile = PROFILES[profile]
+    overrides = dict(overrides or {})
+    try:
+        required = contract.validate_operation_names(list(require or ()), "--require")
+    except contract.ContractError as exc:
+        raise UsageError(str(exc)) from None
+    if required:
+        overrides["RLSPEC_REQUIRE"] = [*overrides.get("RLSPEC_REQUIRE", ()), *required]
     if not isinstance(candidate, (str, Candidate)):
-        candidate = from_object(candidate, device=device)
+        candidate = from_object(candidate, device=device, overrides=overrides)
+    elif isinstance(candidate, Candidate) and required:
+        absent = [op for op in required if not candidate.provides(op)]
+        if absent:
+            raise LoadError(f"candidate {candidate.spec!r} does not provide {', '.join(absent)}, which it is required "
+                            f"to provide (RLSPEC_REQUIRE / --require)")
     spec = candidate if isinstance(candidate, str) else candidate.spec
     warnings: list[str] = []
     declared: dict[str, str] = {}
@@ -219,9 +276,9 @@ def run_conformance(
             on_start(run)
 
     def emit(result: ClauseResult) -> None:
-        _apply_xfail(result, declared.get(result.id))
+        _apply_xfail(result, declared.get(result.id), xfail_strict)
         if result.status in ("fail", "error"):
-            result.replay = replay_command(spec, result.id, profile, seed, dtype, device)
+            result.replay = replay_command(spec, result.id, profile, seed, dtype, device, replay_extra)
         results.append(result)
         if on_result:
             on_result(result)
@@ -233,6 +290,14 @@ def run_conformance(
         if isolate:
             from . import worker
 
+            if memory_limit is not None:
+                worker.warm_up()  # what a worker inherits: its address space starts as a copy of this one
+                floor = worker.address_space() + MEMORY_HEADROOM
+                if memory_limit < floor:
+                    raise UsageError(f"--memory-limit {memory_limit // 2**20} MB is below what a worker needs before "
+                                     f"the candidate runs (a worker starts as a copy of this process, "
+                                     f"{worker.address_space() // 2**20} MB of address space with torch loaded); "
+                                     f"give at least {-(-floor // 2**20)}")
             limits = worker.Limits(
                 seconds=float(time_limit or chosen_profile.time_limit),
                 # importing a library (TRL, OpenRLHF: transformers) takes tens of seconds on a loaded CI machine:
@@ -244,10 +309,10 @@ def run_conformance(
             jobs = [(c.id, c.operations) for c in selected]
             worker.run_isolated(
                 candidate, device, jobs, profile=profile, seed=seed, dtype=dtype, workers=workers, limits=limits,
-                on_info=adopt, on_result=worker.stream_in_order(len(jobs), emit),
+                on_info=adopt, on_result=worker.stream_in_order(len(jobs), emit), overrides=overrides,
             )
         else:
-            loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
+            loaded = load(candidate, device=device, overrides=overrides) if isinstance(candidate, str) else candidate
             adopt(loaded.info())
             registry = load_all()
             with one_intra_op_thread():
@@ -279,11 +344,20 @@ def one_intra_op_thread():
         torch.set_num_threads(before)
 
 
-def _apply_xfail(result: ClauseResult, reason: str | None) -> None:
+def _apply_xfail(result: ClauseResult, reason: str | None, strict: bool = False) -> None:
+    """A declared deviation: a failure shows as ``xfail``; a pass is an XPASS (pytest's unexpected pass), which
+    ``strict`` (``--xfail-strict``, pytest's xfail_strict) turns into a failure: a fixed deviation whose entry
+    stays would hide the day it breaks again."""
     if reason is None:
         return
     if result.status in ("fail", "error"):
         result.notes.append(f"declared deviation: {reason}")
         result.status = "xfail"
     elif result.status == "pass":
-        result.notes.append(f"declared as a deviation ({reason}) but conforms: the xfail entry can go")
+        result.xpass = True
+        if strict:
+            result.status = "fail"
+            result.message = (f"XPASS(strict): declared as a deviation ({reason}) but conforms; remove the xfail "
+                              f"entry")
+        else:
+            result.notes.append(f"XPASS: declared as a deviation ({reason}) but conforms: the xfail entry can go")

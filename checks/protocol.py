@@ -46,12 +46,13 @@ class Candidate:
     name: str
     operations: dict[str, Callable[..., Any]]
     array: str = "numpy"
-    precision: str | None = None  # "float32" if the candidate computes in single precision
+    precision: str | None = None  # "float32" if the candidate computes in single precision (every operation)
     flags: str = "bool"  # "bool" or "float": how terminated / truncated are passed
     conventions: dict[str, Any] = field(default_factory=dict)
     xfail: dict[str, str] = field(default_factory=dict)  # clause id -> reason
     version: str = ""
     device: str = "cpu"
+    precisions: dict[str, str] = field(default_factory=dict)  # operation -> declared precision (RLSPEC_PRECISION table)
 
     def __post_init__(self):
         # Declarations are validated when a candidate is made, however it is made (the loader adds the
@@ -64,12 +65,18 @@ class Candidate:
     def provides(self, operation: str) -> bool:
         return operation in self.operations
 
+    def precision_of(self, operation: str) -> str | None:
+        """The precision declared for ``operation`` (a table entry, else the module-wide one); None if none."""
+        declared = self.precisions.get(operation, self.precision)
+        return None if declared == "float64" else declared
+
     def info(self) -> dict[str, Any]:
         """What the parent process needs to know about a candidate loaded in a worker."""
         return {
             "spec": self.spec, "name": self.name, "operations": sorted(self.operations), "array": self.array,
             "precision": self.precision, "flags": self.flags, "conventions": dict(self.conventions),
             "xfail": dict(self.xfail), "version": self.version, "device": self.device,
+            "precisions": dict(self.precisions),
         }
 
 
@@ -85,10 +92,23 @@ class Call:
     raw: Any = None  # what the candidate returned, unconverted (torch tensors keep their graph)
     inputs: dict[str, Any] = field(default_factory=dict)  # the arguments as the candidate received them
     notes: list[str] = field(default_factory=list)  # side effects the suite undid
+    args: dict[str, Any] = field(default_factory=dict)  # the arguments as the suite made them (numpy, before conversion)
+    operation: str = ""
+    widened_by: str = ""  # what set the precision judged at when lower than the inputs': "output" or "declared"
+    precision: str = ""  # the name of that precision ("float32")
+    dtype: Any = np.float64  # how the call was made, so that it can be made again on another candidate
+    array: str | None = None
+    requires_grad: tuple[str, ...] = ()
+
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 def unit_roundoff(dtype) -> float:
-    """``u = eps / 2`` for a floating dtype (the relative error of one correctly rounded operation)."""
+    """``u = eps / 2`` for a floating dtype (the relative error of one correctly rounded operation); a name
+    numpy lacks (``bfloat16``) from the table."""
+    if isinstance(dtype, str) and dtype in UNIT_ROUNDOFF:
+        return UNIT_ROUNDOFF[dtype]
     return float(np.finfo(dtype).eps) / 2
 
 
@@ -212,20 +232,37 @@ def captured_output():
 # the call
 
 
+def format_value(value, limit: int = 64) -> str:
+    """One argument as code that rebuilds it: what the candidate received, numpy, torch or jax (``import numpy
+    as np``, ``import torch``, ``import jax.numpy as jnp`` assumed)."""
+    if isinstance(value, np.ndarray):
+        if value.size > limit:
+            return f"<array shape={value.shape} dtype={value.dtype}>"
+        text = f"np.array({value.tolist()!r}"
+        return text + (")" if value.dtype in (bool, np.float64) else f", dtype=np.{value.dtype})")
+    module = type(value).__module__
+    if module.startswith("torch") and hasattr(value, "detach"):
+        if value.numel() > limit:
+            return f"<tensor shape={tuple(value.shape)} dtype={value.dtype}>"
+        data = value.detach().cpu()
+        data = data.float() if "bfloat16" in str(data.dtype) else data
+        extra = f", device={str(value.device)!r}" if value.device.type != "cpu" else ""
+        extra += ", requires_grad=True" if value.requires_grad else ""
+        return f"torch.tensor({data.numpy().tolist()!r}, dtype={value.dtype}{extra})"
+    if module.startswith(("jax", "jaxlib")) and hasattr(value, "dtype"):
+        array = np.asarray(value)
+        if array.size > limit:
+            return f"<array shape={array.shape} dtype={array.dtype}>"
+        return f"jnp.array({array.tolist()!r}, dtype=jnp.{array.dtype})"
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    return repr(value)
+
+
 def format_call(operation: str, args: dict[str, Any], limit: int = 64) -> str:
-    """The call as code a user can paste (``import numpy as np`` assumed)."""
-    parts = []
-    for name, value in args.items():
-        if isinstance(value, np.ndarray):
-            if value.size > limit:
-                text = f"<array shape={value.shape} dtype={value.dtype}>"
-            else:
-                text = f"np.array({value.tolist()!r}"
-                text += ")" if value.dtype in (bool, np.float64) else f", dtype=np.{value.dtype})"
-            parts.append(f"{name}={text}")
-        else:
-            parts.append(f"{name}={value!r}")
-    return f"{operation}({', '.join(parts)})"
+    """The call as code a user can paste, with each argument as the candidate received it (``import numpy as
+    np``, and ``import torch`` for torch arguments, assumed)."""
+    return f"{operation}({', '.join(f'{name}={format_value(value, limit)}' for name, value in args.items())})"
 
 
 class MutatedInput(CandidateError):
@@ -405,7 +442,7 @@ def call(
     }
     converted = convert()
     before = {name: _snapshot(value) for name, value in converted.items()}
-    code = format_call(operation, {k: (v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v) for k, v in args.items()})
+    code = format_call(operation, converted)
     result, printed, changes = _invoke(function, converted, operation)
 
     for name, value in converted.items():
@@ -430,12 +467,21 @@ def call(
                     f"{float(a[bad])!r} and {float(b[bad])!r} at index {bad}"
                 )
 
-    precisions = [np.dtype(dtype)] + dtypes
-    if candidate.precision:
-        precisions.append(np.dtype(candidate.precision))
-    u = max(unit_roundoff(p) for p in precisions)
+    u_inputs = unit_roundoff(np.dtype(dtype))
+    u_outputs = max([unit_roundoff(d) for d in dtypes] + [u_inputs])
+    declared = candidate.precision_of(operation)
+    u_declared = unit_roundoff(declared) if declared else 0.0
+    u = max(u_inputs, u_outputs, u_declared)
+    widened_by, precision = "", ""
+    if u > u_inputs:  # the bound is wider than the inputs' precision gives: say why in the verdict's note
+        if u_declared >= u_outputs:
+            widened_by, precision = "declared", declared
+        else:
+            widened_by, precision = "output", ", ".join(sorted({str(d) for d in dtypes if unit_roundoff(d) == u_outputs}))
     notes = [f"{operation} changed global state (restored): {', '.join(changes)}"] if changes else []
-    return Call(arrays, u, code, printed, tuple(str(d) for d in dtypes), raw=result, inputs=converted, notes=notes)
+    return Call(arrays, u, code, printed, tuple(str(d) for d in dtypes), raw=result, inputs=converted, notes=notes,
+                args=args, operation=operation, widened_by=widened_by, precision=precision, dtype=dtype, array=array,
+                requires_grad=tuple(requires_grad))
 
 
 def _validate(result, operation: str, outputs: int, shape, allow_nonfinite: bool):

@@ -1,12 +1,21 @@
 """pytest plugin (entry point ``pytest11: rlspec``): run the conformance suite inside a test run.
 
-    pytest --rlspec-candidate mypkg.rlspec_adapter [--rlspec-profile ci] [-n 2]
+    pytest --rlspec-candidate my_adapter.py [--rlspec-profile ci] [--rlspec-require gae] [-n 2]
 
-adds one test item per clause (``rlspec[CANDIDATE]::CLAUSE-ID``). Without ``--rlspec-candidate``
-the plugin adds nothing, so it is harmless in any project's test run.
+adds one test item per clause, collected under the candidate's own file: the node ids are
+``my_adapter.py::GAE-SEED-EXAMPLE`` (rootdir-relative), so a clause is selected as any test is
+(``pytest --rlspec-candidate my_adapter.py my_adapter.py::GAE-SEED-EXAMPLE``, ``-k TRUNCATION``,
+``--deselect``), and the counts pytest prints are real collected / deselected / selected numbers. A dotted or
+built-in candidate is collected under its module's file. Without ``--rlspec-candidate`` the plugin adds
+nothing, so it is harmless in any project's test run. A candidate that cannot load, provides no operation,
+has a name near an operation's or lacks a required one stops the run as a usage error (one line).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +28,8 @@ def pytest_addoption(parser):
     group.addoption("--rlspec-dtype", default="float64", choices=["float64", "float32"])
     group.addoption("--rlspec-only", metavar="PATTERN", help="comma-separated clause ids, globs or chapters")
     group.addoption("--rlspec-xfail", metavar="FILE", help="expected deviations, CLAUSE-ID  # reason per line")
+    group.addoption("--rlspec-xfail-strict", action="store_true", help="an xfail entry whose clause passes fails")
+    group.addoption("--rlspec-require", metavar="OPS", help="operations the candidate must provide (comma-separated)")
 
 
 def _options(config) -> dict:
@@ -26,7 +37,67 @@ def _options(config) -> dict:
         "profile": config.getoption("rlspec_profile"),
         "seed": config.getoption("rlspec_seed"),
         "dtype": config.getoption("rlspec_dtype"),
+        "xfail_strict": config.getoption("rlspec_xfail_strict"),
     }
+
+
+def _require(config) -> list[str]:
+    return [r.strip() for r in (config.getoption("rlspec_require") or "").split(",") if r.strip()]
+
+
+def _anchor(spec: str) -> Path:
+    """The file the clauses are collected under: the candidate's own file, or its module's."""
+    from .loader import ADAPTERS, BUILTIN
+
+    target = spec.partition(":")[0]
+    if target.endswith(".py") or Path(target).is_file():
+        return Path(target).resolve()
+    name = BUILTIN.get(target) or (f"{ADAPTERS}.{target.replace('-', '_')}" if f"{ADAPTERS}.{target.replace('-', '_')}" in sys.modules else target)
+    module = sys.modules.get(name)
+    origin = getattr(module, "__file__", None) or getattr(importlib.util.find_spec(name), "origin", None)
+    return Path(origin).resolve()
+
+
+def pytest_configure(config):
+    spec = config.getoption("rlspec_candidate")
+    if not spec:
+        return
+    from .engine import UsageError, select
+    from .loader import LoadError, load
+
+    try:
+        select(config.getoption("rlspec_only"))
+        candidate = load(spec, overrides={"RLSPEC_REQUIRE": _require(config)})
+        anchor = _anchor(spec)
+    except (LoadError, UsageError) as exc:
+        raise pytest.UsageError(f"rlspec: {exc}") from None
+    config._rlspec = {"candidate": candidate, "anchor": anchor}
+    if not any(Path(str(a).split("::")[0]).resolve() == anchor for a in config.args):
+        config.args.append(str(anchor))
+
+
+def _is_anchor(parent, path) -> bool:
+    state = getattr(parent.config, "_rlspec", None)
+    return bool(state) and Path(path).resolve() == state["anchor"]
+
+
+def pytest_collect_file(file_path, parent):
+    """The candidate's file, found by a directory walk or named on the command line, collects the clauses."""
+    if _is_anchor(parent, file_path):
+        return CandidateFile.from_parent(parent, path=Path(file_path))
+    return None
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    """...and is not also imported as a test module (it holds no tests)."""
+    if _is_anchor(parent, module_path):
+        return _Nothing.from_parent(parent, path=Path(module_path))
+    return None
+
+
+class _Nothing(pytest.File):
+    def collect(self):
+        return []
 
 
 def pytest_report_header(config):
@@ -35,6 +106,18 @@ def pytest_report_header(config):
         o = _options(config)
         return f"rlspec: candidate {spec}, profile {o['profile']}, seed {o['seed']}, {o['dtype']}"
     return None
+
+
+class CandidateFile(pytest.File):
+    """The candidate's file as a collector of one item per selected clause."""
+
+    def collect(self):
+        from .engine import select
+
+        state = self.config._rlspec
+        for clause in select(self.config.getoption("rlspec_only")):
+            yield ClauseItem.from_parent(self, name=clause.id, clause=clause, candidate=state["candidate"],
+                                         options=_options(self.config), xfail=self.config.getoption("rlspec_xfail"))
 
 
 class ClauseItem(pytest.Item):
@@ -74,48 +157,10 @@ class ClauseVerdict(Exception):
         self.result = result
 
 
-class CandidateCollector(pytest.Collector):
-    def __init__(self, *, candidate, options, xfail, only, **kwargs):
-        super().__init__(**kwargs)
-        self.candidate, self.options, self.xfail, self.only = candidate, options, xfail, only
-
-    def collect(self):
-        from .engine import select
-
-        for clause in select(self.only):
-            yield ClauseItem.from_parent(
-                self, name=clause.id, clause=clause, candidate=self.candidate, options=self.options, xfail=self.xfail
-            )
-
-
-def pytest_collection_modifyitems(session, config, items):
-    spec = config.getoption("rlspec_candidate")
-    if not spec:
-        return
-    from .engine import UsageError
-    from .loader import LoadError, load
-
-    try:
-        candidate = load(spec)
-        collector = CandidateCollector.from_parent(
-            session,
-            name=f"rlspec[{spec}]",
-            candidate=candidate,
-            options=_options(config),
-            xfail=config.getoption("rlspec_xfail"),
-            only=config.getoption("rlspec_only"),
-        )
-        items.extend(collector.collect())
-    except (LoadError, UsageError) as exc:
-        raise pytest.UsageError(f"rlspec: {exc}") from None
-
-
 @pytest.fixture(scope="session")
 def rlspec_candidate(request):
     """The candidate named by ``--rlspec-candidate`` (loaded once), for a project's own extra tests."""
-    from .loader import load
-
-    spec = request.config.getoption("rlspec_candidate")
-    if not spec:
+    state = getattr(request.config, "_rlspec", None)
+    if state is None:
         pytest.skip("no --rlspec-candidate given")
-    return load(spec)
+    return state["candidate"]

@@ -7,8 +7,10 @@ bugs of rlspec's mutant catalogue that the case catches, found by running every 
 ``manifest.json`` that lists every file with its case count and SHA-256. ``rlspec check --vectors DIR``
 runs a Python candidate on them; docs/vectors.md says how another language does.
 
-Where the cases come from: the contract's known answers, and the inputs the clause checks themselves pass
-the reference at ``--profile quick --seed 0`` (recorded through :meth:`Context.call`), reduced to the few
+Where the cases come from: the contract's known answers, and the fixed inputs the clause checks themselves
+pass the reference (recorded through :meth:`Context.call`; the examples a property *draws* are left out, so
+that the set depends on the catalogue alone, never on an example budget, a core count or how a search went
+on one machine), reduced to the few
 that catch every mutant a vector of that operation can catch (a greedy cover), every input rounded to
 float32 so that one case serves both precisions. Expected values are the reference's float64 outputs;
 each element's tolerance is the chapter's own derived bound (the same functions the clause checks use),
@@ -645,7 +647,8 @@ def _finite_like(before, after) -> bool:
 
 def recorded_inputs(seed: int = 0) -> list[tuple[str, str, dict]]:
     """``(clause id, operation, arguments)`` of every call the clause checks make to the reference at
-    ``--profile quick --seed seed`` with plain-data arguments of at most MAX_ELEMENTS elements."""
+    ``--profile quick --seed seed`` with plain-data arguments of at most MAX_ELEMENTS elements, outside a
+    property's drawn examples (those vary with the example budget)."""
     from . import verdict
     from .engine import run_conformance
 
@@ -654,7 +657,9 @@ def recorded_inputs(seed: int = 0) -> list[tuple[str, str, dict]]:
 
     def recording(self, operation, args, **options):
         size = sum(v.size for v in args.values() if isinstance(v, np.ndarray))
-        if operation in VECTOR_OPERATIONS and operation not in GENERATED and size <= MAX_ELEMENTS \
+        # Only the checks' fixed inputs: what a property draws depends on its example budget (and a search
+        # can go another way on another machine), and a vector set must regenerate identically anywhere.
+        if not self.drawing and operation in VECTOR_OPERATIONS and operation not in GENERATED and size <= MAX_ELEMENTS \
                 and all(_plain(v) for v in args.values()):
             seen.append((self.clause.id, operation, {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}))
         return original(self, operation, args, **options)
@@ -703,6 +708,14 @@ def _key(inputs: dict) -> str:
     return json.dumps(_encode(inputs), sort_keys=True)
 
 
+def case_name(operation: str, clause_id: str, inputs: dict) -> str:
+    """A recorded case's id, a function of the case alone: its operation, the clause that passed the inputs,
+    and a short hash of the inputs (never a count of what a search recorded before it, which differs between
+    machines and example budgets)."""
+    digest = hashlib.sha256(f"{operation}\n{clause_id}\n{_key(inputs)}".encode()).hexdigest()[:8]
+    return f"{operation}/{clause_id.lower()}-{digest}"
+
+
 def _conventions_of(operation: str) -> dict[str, Any]:
     """The conventions in force for an operation's cases: the contract's defaults, named (never implied)."""
     return contract.plain({k.key: k.default for k in contract.conventions().values() if operation in k.operations})
@@ -747,13 +760,11 @@ def candidate_cases(seed: int = 0) -> dict[str, list[Case]]:
             add(Case(f"{answer.operation}/{answer.id.split('.', 1)[-1]}", answer.operation, list(answer.clauses),
                      inputs, {**_conventions_of(answer.operation), **contract.plain(answer.conventions)},
                      source="known answer"))
-    counters: dict[str, int] = {}
     for clause_id, operation, args in recorded_inputs(seed) + generated_inputs():
         rounded = {k: _to_float32(v) for k, v in args.items()}
         if not all(_finite_like(args[k], rounded[k]) for k in args):
             continue
-        counters[operation] = counters.get(operation, 0) + 1
-        case_id = f"{operation}/{clause_id.lower()}-{counters[operation]}"
+        case_id = case_name(operation, clause_id, rounded)
         add(Case(case_id, operation, [clause_id], rounded, _conventions_of(operation), source=clause_id))
         for declared in CONVENTION_CASES.get(operation, []):
             suffix = "-".join(f"{k.replace('_', '-')}-{v:g}" for k, v in declared.items())

@@ -94,6 +94,9 @@ class ClauseResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     conventions: dict[str, Any] = field(default_factory=dict)  # the conventions the checks read, in force
+    xpass: bool = False  # declared as a deviation (xfail) but conforms
+    evidence: list[str] = field(default_factory=list)  # what is known about a failure's cause beyond `cause`
+    features: list[str] = field(default_factory=list)  # features of the failing input (for the run's summary)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -103,7 +106,7 @@ class ClauseResult:
             "message": self.message,
             "counterexample": self.counterexample,
         }
-        for key in ("cause", "call", "replay"):
+        for key in ("cause", "evidence", "features", "call", "replay", "xpass"):
             if getattr(self, key):
                 data[key] = getattr(self, key)
         if self.notes:
@@ -126,6 +129,9 @@ class Context:
         self.notes: list[str] = []
         self.conventions: dict[str, Any] = {}  # the conventions this clause's checks read, with their values in force
         self._repeated: set[str] = set()
+        self.drawing = False  # inside a property's drawn examples (rlspec vectors records only the fixed inputs)
+        self.calls: list[protocol.Call] = []  # the latest candidate calls: the evidence a failure's cause rests on
+        self.examples_seen: list[tuple[bool, frozenset[str]]] = []  # drawn examples: (failed, features of its input)
 
     def convention(self, key: str):
         """The value of convention ``key`` in force: the candidate's declaration (validated at load) or the
@@ -175,14 +181,21 @@ class Context:
             options["repeat"] = operation not in self._repeated and size <= 20_000
             self._repeated.add(operation)
         result = protocol.call(self.candidate, operation, args, dtype=dtype, **options)
+        self.calls = self.calls[-(KEPT_CALLS - 1):] + [result]
         for note in result.notes:
             if note not in self.notes:
                 self.notes.append(note)
-        if result.unit_roundoff > protocol.unit_roundoff(dtype):
-            note = f"judged at the precision of its output ({', '.join(sorted(set(result.output_dtypes)))})"
-            if note not in self.notes:
-                self.notes.append(note)
+        if result.widened_by == "declared":
+            self.note(f"judged at {result.precision} as declared (RLSPEC_PRECISION)")
+        elif result.widened_by == "output":
+            self.note(f"judged at the precision of its output ({result.precision})")
         return result
+
+    def _seen(self, failed: bool, first: int) -> None:
+        """Record a drawn example's outcome with the features of its first candidate call's input."""
+        made = self.calls[first:] if first < len(self.calls) else self.calls[-1:]
+        if made and len(self.examples_seen) < 2000:
+            self.examples_seen.append((failed, frozenset(features(made[0].args))))
 
     def seed_for(self, label: str) -> int:
         digest = hashlib.sha256(f"{self.seed}:{self.clause.id}:{label}".encode()).digest()
@@ -220,10 +233,22 @@ class Context:
         )
         @given(strategy)
         def run(example):
-            body(example)
+            first = len(self.calls)
+            self.calls = self.calls[-(KEPT_CALLS - 1):] if first >= KEPT_CALLS else self.calls
+            first = len(self.calls)
+            try:
+                body(example)
+            except ClauseFailure:
+                self._seen(True, first)
+                raise
+            self._seen(False, first)
 
-        with _no_local_constants():
-            run()
+        drawing, self.drawing = self.drawing, True
+        try:
+            with _no_local_constants():
+                run()
+        finally:
+            self.drawing = drawing
 
 
 LOCAL_CONSTANTS = "hypothesis.internal.conjecture.providers._get_local_constants"  # the patch point
@@ -299,7 +324,7 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
     except ClauseFailure as failure:
         result.status, result.message = "fail", failure.message
         result.counterexample, result.call = failure.table, failure.call
-        result.cause = failure.cause or clause.likely_cause
+        result.cause, result.evidence, result.features = _evidence(context, clause, failure)
     except CandidateError as error:
         result.status, result.message = "error", str(error)
     except NotProvided as lack:
@@ -312,6 +337,86 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
     result.notes = context.notes
     result.conventions = context.conventions
     return result
+
+
+KEPT_CALLS = 8  # the latest calls a failure's evidence looks at
+
+
+def features(args: dict[str, Any]) -> set[str]:
+    """Features of a call's input that a failure may turn on: each flag array set anywhere or nowhere, a scalar
+    at 0 or 1, one step, several columns."""
+    found: set[str] = set()
+    for name, value in args.items():
+        if isinstance(value, np.ndarray):
+            if value.dtype == bool:
+                found.add(f"{name} set" if value.any() else f"no {name}")
+            elif value.ndim >= 1 and name == next(iter(args)):
+                if value.shape[0] == 1:
+                    found.add("one step")
+                if value.ndim == 2 and value.shape[1] > 1:
+                    found.add("several columns")
+        elif isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+            if value == 0:
+                found.add(f"{name} = 0")
+            elif value == 1:
+                found.add(f"{name} = 1")
+    return found
+
+
+def _singled_out(context: Context) -> list[str]:
+    """Features every failing drawn example has and no passing one does (with passing ones to compare)."""
+    failed = [f for bad, f in context.examples_seen if bad]
+    passed = [f for bad, f in context.examples_seen if not bad]
+    if not failed or len(passed) < 2:
+        return []
+    common = frozenset.intersection(*failed)
+    return sorted(f for f in common if not any(f in p for p in passed))
+
+
+def _precision_evidence(context: Context, failure: ClauseFailure) -> str:
+    """When every discrepancy is within what a lower precision's arithmetic would give (the bound scales with
+    the unit roundoff u: it is linear in u to first order), say so: a precision, not an algorithm."""
+    if failure.ratio is None or not context.calls:
+        return ""
+    u = context.calls[-1].unit_roundoff
+    for name in ("float32", "bfloat16"):
+        lower = protocol.UNIT_ROUNDOFF[name]
+        if lower <= u:
+            continue
+        if failure.ratio <= lower / u:
+            return (f"precision: every discrepancy is within what {name} arithmetic gives (at most "
+                    f"{failure.ratio:.3g} times the bound at the precision judged, a {name} bound is {lower / u:.3g} "
+                    f"times as wide): if it computes or stores in {name}, declare RLSPEC_PRECISION "
+                    f"(e.g. {{{context.calls[-1].operation!r}: {name!r}}}); no algorithmic cause is claimed")
+        break  # only the next precision down: further down every algorithmic error would fit
+    return ""
+
+
+def _evidence(context: Context, clause: catalogue.Clause, failure: ClauseFailure) -> tuple[str, list[str], list[str]]:
+    """``(likely cause, what else is known, features of the failing input)`` for a failed clause. A cause is
+    claimed only with evidence: the outputs match one known mistake on the failing input (signatures), or the
+    check's own diagnosis matched a known wrong answer; a clause's usual suspect alone is never printed as
+    likely."""
+    from . import signatures
+
+    known: list[str] = []
+    cause, listed = signatures.explain(context.calls)
+    known += listed
+    computed = failure.diagnosed if failure.diagnosed is not None else failure.cause != clause.likely_cause
+    if not cause and computed and failure.cause:
+        cause = failure.cause
+    if not cause:
+        precision = _precision_evidence(context, failure)
+        if precision:
+            known.append(precision)
+    singled = _singled_out(context)
+    if singled:
+        known.append(f"every failing input drawn has {', '.join(singled)}; no passing one does")
+    if not cause and not known:
+        known.append(f"cause: not identified (the numbers match no known mistake); `rlspec explain {clause.id}` "
+                     f"lists what usually breaks this clause")
+    last = sorted(features(context.calls[-1].args)) if context.calls else []
+    return cause, known, last
 
 
 def _unexpected(exc: BaseException) -> tuple[str, str]:
@@ -331,4 +436,8 @@ def _unexpected(exc: BaseException) -> tuple[str, str]:
             return "not-provided", str(inner)
         return _unexpected(inner)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, MemoryError) or "failed to map segment" in text or "Cannot allocate memory" in text:
+        # the worker's address space is capped (--memory-limit, or RAM / (workers + 1)): the user's limit, not a bug
+        return "error", (f"out of memory in rlspec's own code ({type(exc).__name__}); the worker's address space is "
+                         f"capped: raise --memory-limit")
     return "error", f"internal error in rlspec ({type(exc).__name__}{': ' + text if text else ''}); please report it"

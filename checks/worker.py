@@ -75,6 +75,15 @@ def default_memory_limit(workers: int) -> int | None:
     return int(total // (workers + 1))
 
 
+def address_space() -> int:
+    """This process's virtual address space in bytes (what RLIMIT_AS counts; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return 0
+
+
 def _context():
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -148,11 +157,11 @@ def _marked(candidate: Candidate, inside) -> Candidate:
     return replace(candidate, operations={name: mark(names.index(name) + 1, f) for name, f in candidate.operations.items()})
 
 
-def _worker_main(conn, candidate, device: str, memory_bytes: int | None, inside, parent: int) -> None:
+def _worker_main(conn, candidate, device: str, memory_bytes: int | None, inside, parent: int, overrides=None) -> None:
     die_with_parent(parent)
     _quiet_process(memory_bytes)
     try:
-        loaded = load(candidate, device=device) if isinstance(candidate, str) else candidate
+        loaded = load(candidate, device=device, overrides=overrides) if isinstance(candidate, str) else candidate
     except LoadError as exc:
         conn.send(("load-error", str(exc)))
         return
@@ -181,13 +190,14 @@ def _worker_main(conn, candidate, device: str, memory_bytes: int | None, inside,
 
 
 class Worker:
-    def __init__(self, candidate, device: str, limits: Limits):
+    def __init__(self, candidate, device: str, limits: Limits, overrides: dict | None = None):
         self.limits = limits
         context = _context()
         self.conn, child = context.Pipe()
         self.inside = context.RawValue("i", 0)  # which operation runs now (see _marked)
         self.process = context.Process(
-            target=_worker_main, args=(child, candidate, device, limits.memory_bytes, self.inside, os.getpid()), daemon=True)
+            target=_worker_main, args=(child, candidate, device, limits.memory_bytes, self.inside, os.getpid(), overrides),
+            daemon=True)
         self.process.start()
         child.close()
         self.job = None  # (index, clause id, deadline)
@@ -269,6 +279,7 @@ def run_isolated(
     limits: Limits,
     on_info: Callable[[dict], None],
     on_result: Callable[[int, object], None],
+    overrides: dict | None = None,
 ) -> None:
     """Run ``jobs`` (clause id, the operations it exercises) on ``workers`` processes; results reach
     ``on_result`` as (index, ClauseResult) in completion order. Raises LoadError if the candidate cannot
@@ -276,7 +287,7 @@ def run_isolated(
     started: list[Worker] = []  # every worker, so that none outlives this call
 
     def new_worker() -> Worker:
-        worker = Worker(candidate, device, limits)
+        worker = Worker(candidate, device, limits, overrides)
         started.append(worker)
         worker.handshake()
         return worker
@@ -286,7 +297,7 @@ def run_isolated(
     pending.reverse()
     try:
         warm_up()
-        first = Worker(candidate, device, limits)
+        first = Worker(candidate, device, limits, overrides)
         started.append(first)
         info = first.handshake()
         on_info(info)

@@ -24,7 +24,7 @@ CONTRACT_DIR = Path(__file__).parent / "contract"
 ARRAY_MODES = ("candidate", "torch")  # inputs in the candidate's declared array kind, or always torch
 ARGUMENT_TYPES = ("array", "bool", "integer", "scalar", "string", "callable", "object", "mapping")
 CONVENTION_TYPES = ("choice", "number", "subset", "choice-by-kind")
-DECLARATION_TYPES = ("choice", "table", "string")
+DECLARATION_TYPES = ("choice", "table", "string", "list")
 
 
 class ContractError(ValueError):
@@ -545,6 +545,46 @@ def validate_declaration(name: str, value) -> Any:
     if declaration.type == "choice" and value not in declaration.allowed:
         raise ContractError(f"{name} = {value!r} is not allowed; expected one of {', '.join(map(repr, declaration.allowed))}")
     return value
+
+
+def validate_precision(value) -> tuple[str | None, dict[str, str]]:
+    """``RLSPEC_PRECISION``: one precision for every operation, or a table operation -> precision. Returns
+    ``(module-wide precision or None, per-operation table)``; ContractError naming what is wrong."""
+    allowed = declarations()["RLSPEC_PRECISION"].allowed
+    if value is None:
+        return None, {}
+    if isinstance(value, Mapping):
+        if not value:
+            raise ContractError("RLSPEC_PRECISION is an empty table; name an operation, e.g. {'gae': 'float32'}")
+        known = operations()
+        table = {}
+        for key, precision in value.items():
+            if key not in known:
+                raise ContractError(f"RLSPEC_PRECISION[{key!r}]: no such operation{nearest(str(key), known)}")
+            if precision not in allowed:
+                raise ContractError(f"RLSPEC_PRECISION[{key!r}] = {precision!r} is not allowed; expected one of "
+                                    f"{', '.join(map(repr, allowed))}")
+            table[key] = precision
+        return None, table
+    if value not in allowed:
+        raise ContractError(f"RLSPEC_PRECISION = {value!r} is not allowed; expected one of {', '.join(map(repr, allowed))} "
+                            f"or a table operation -> precision")
+    return value, {}
+
+
+def validate_operation_names(value, name: str, *, operations: bool = True) -> tuple[str, ...]:
+    """A list declaration (RLSPEC_REQUIRE, RLSPEC_NOT_OPERATIONS): a list of names; with ``operations`` each
+    must name an operation of the contract, without it none may."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)) \
+            or not all(isinstance(v, str) for v in value):
+        raise ContractError(f"{name} is {type(value).__name__}; expected a list of operation names")
+    known = load().operations
+    for entry in value:
+        if operations and entry not in known:
+            raise ContractError(f"{name} names {entry!r}, which is no operation{nearest(entry, known)}")
+        if not operations and entry in known:
+            raise ContractError(f"{name} names {entry!r}, which is an operation of the contract")
+    return tuple(dict.fromkeys(value))
 
 
 def plain(conventions: Mapping[str, Any]) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def test_xfail_entry_that_conforms_is_reported(capsys, tmp_path):
     [
         (["check", "--candidate", "no_such_module_xyz"], "rlspec: cannot load candidate 'no_such_module_xyz': No module named 'no_such_module_xyz'"),
         (["check", "--candidate", "missing_file.py"], "rlspec: no such file: missing_file.py"),
-        (["check", "--only", "NOPE-*"], "rlspec: --only 'NOPE-*' matches no clause (see `rlspec list`)"),
+        (["check", "--only", "NOPE-*"], "rlspec: --only entry 'NOPE-*' matches no clause id, glob or chapter (see `rlspec list`)"),
         (["check", "--xfail", "/nonexistent/xfail.txt"], "rlspec: cannot read --xfail file /nonexistent/xfail.txt: No such file or directory"),
         (["check", "-n", "0"], "rlspec: -n WORKERS must be at least 1"),
         (["check", "--device", "tpu"], "rlspec: unknown --device 'tpu'; use cpu or cuda"),

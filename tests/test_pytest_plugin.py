@@ -29,7 +29,23 @@ def test_plugin_reports_a_failing_clause(pytester):
     mutant = ROOT / "tests" / "mutants" / "gae_truncation_as_terminal.py"
     result = runp(pytester, "--rlspec-candidate", str(mutant), "--rlspec-only", "GAE-TRUNCATION-BOOTSTRAP,GAE-SEED-EXAMPLE")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*likely cause: truncation treated as termination*"])
+    result.stdout.fnmatch_lines(["*likely cause: a time-limit truncation is treated as a terminal state*"])
+
+
+def test_node_ids_are_real_and_selectable_and_the_counts_add_up(pytester):
+    """Items hang under the candidate's file: ``adapter.py::CLAUSE-ID`` selects one clause as any test is
+    selected, and -k deselection prints real counts (never `collected 0 items / 138 deselected`)."""
+    adapter = pytester.path / "adapter.py"
+    adapter.write_text((ROOT / "tests" / "variants" / "gae_direct_sum.py").read_text())
+    result = runp(pytester, "--rlspec-candidate", str(adapter), "--rlspec-only", "gae", "--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids and all(line.startswith("adapter.py::") for line in ids), result.stdout.lines
+    result = runp(pytester, "--rlspec-candidate", str(adapter), "adapter.py::GAE-SEED-EXAMPLE")
+    result.assert_outcomes(passed=1)
+    result = runp(pytester, "--rlspec-candidate", str(adapter), "--rlspec-only", "gae", "-k", "GAE-SEED")
+    result.assert_outcomes(passed=2)
+    total = len(ids)
+    result.stdout.fnmatch_lines([f"collected {total} items / {total - 2} deselected / 2 selected"])
 
 
 def test_plugin_maps_not_provided_to_skip_and_xfail(pytester):

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import MUTANTS, ROOT, VARIANTS
@@ -45,11 +46,35 @@ def test_the_committed_set_is_what_the_generator_writes(regenerated):
     assert not problems, "vectors/ is stale: regenerate with `rlspec vectors vectors/`\n" + "\n".join(problems)
 
 
-def test_two_runs_on_one_machine_write_the_same_bytes(regenerated, tmp_path):
+PERTURBED = """
+import os, sys
+from pathlib import Path
+from rlspec.checks import verdict, vectors
+# another machine, as far as one machine can play it: one core, another example budget at every profile
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+for name, profile in list(verdict.PROFILES.items()):
+    verdict.PROFILES[name] = verdict.Profile(name, profile.max_examples + 7, profile.time_limit, profile.description)
+vectors.generate(Path(sys.argv[1]), mutant_folder=Path(sys.argv[2]))
+"""
+
+
+def test_a_run_on_one_core_with_another_example_budget_writes_the_same_bytes(regenerated, tmp_path):
+    """A case's id is a function of the case (operation, clause, a hash of its inputs) and the cases come from
+    the checks' fixed inputs, never from what a search drew: so another core count or another example budget
+    (what differs between machines) writes the same set, byte for byte."""
     again = tmp_path / "again"
-    vectors.generate(again, mutant_folder=ROOT / "tests" / "mutants")
+    subprocess.run([sys.executable, "-c", PERTURBED, str(again), str(ROOT / "tests" / "mutants")], check=True,
+                   timeout=900)
     for path in sorted(regenerated.iterdir()):
-        assert path.read_bytes() == (again / path.name).read_bytes(), f"{path.name} differs between two runs"
+        assert path.read_bytes() == (again / path.name).read_bytes(), f"{path.name} differs under another budget and core count"
+
+
+def test_a_case_id_is_a_function_of_the_case():
+    inputs = {"rewards": np.array([1.0, 2.0]), "gamma": 0.5}
+    name = vectors.case_name("rewards_to_go", "RETURNS-REWARD-TO-GO", inputs)
+    assert name == vectors.case_name("rewards_to_go", "RETURNS-REWARD-TO-GO", dict(inputs))
+    assert name != vectors.case_name("rewards_to_go", "RETURNS-REWARD-TO-GO", {**inputs, "gamma": 0.25})
+    assert name.startswith("rewards_to_go/returns-reward-to-go-") and len(name.rsplit("-", 1)[1]) == 8
 
 
 def test_the_staleness_comparison_tolerates_ulps_and_nothing_else(tmp_path):
