@@ -43,7 +43,7 @@ def decide_sign(expr, label: str, relation: str, witnesses, strict: bool = False
     if None not in signs and signs[0] * signs[1] > 0:
         return ProofResult(PROVED, [f"{label}: proved"], identities=decided)
     for point in witnesses:
-        value = sp.nsimplify(expr.subs(point))
+        value = sp.simplify(sp.together(expr.subs(point)))
         if value.is_number and (value < 0 or (strict and value == 0)):
             shown = ", ".join(f"{s} = {v}" for s, v in point.items())
             return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: at {shown} it is {value}",
@@ -68,7 +68,9 @@ def same_polynomial(lhs: sp.Poly, rhs: sp.Poly, label: str, shown) -> ProofResul
     difference = lhs - rhs
     if difference.is_zero:
         return ProofResult(PROVED, [f"{label}: proved ({len(lhs.terms())} terms)"], identities=decided)
-    return ProofResult(REFUTED, [f"{label}: refuted"], f"{label}: lhs - rhs = {difference.as_expr()} (not 0)", decided)
+    result = identity(difference.as_expr(), 0, label)  # a rational point where the two differ
+    result.identities = decided
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
