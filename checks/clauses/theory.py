@@ -768,3 +768,69 @@ def normalisation_bias(ctx):
     ctx.property(st.tuples(st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=3, max_size=3),
                            st.lists(st.sampled_from([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0]), min_size=3, max_size=3),
                            st.integers(2, 3)), drawn, label="drawn", tier="autograd")
+
+
+# ---------------------------------------------------------------------------------------------
+# the numbers `rlspec explain` prints (the clauses' `notes` in spec/clauses/75_theory.toml are generated from
+# here; tests/test_theory.py keeps the two equal)
+
+
+def theory_notes(clause_id: str) -> str:
+    """The exact numbers behind each clause of the chapter, in words (``""`` for a clause without)."""
+    mdp = started()
+    S, A = mdp.P.shape[:2]
+    where = (f"From the gridworld cell {START_CELL} (beside the pit) under GREEDY (logit 2 on the optimal action, "
+             f"rounded to multiples of 2^-12), every state-action path up to H = {HORIZON}")
+    if clause_id == "PG-TRAJECTORY-SCORE-FUNCTION":
+        samples = samples_of(GREEDY)
+        grad = exact_policy_gradient(GREEDY)
+        undiscounted, _, _ = estimator_expectation(samples, samples.to_go / WORLD.gamma ** samples.t, S, A)
+        return (f"{where}: {samples.paths} paths, {len(samples.prob)} samples. max |dJ_H/dz| = {np.abs(grad).max():.6f}; "
+                f"the reward-to-go form without gamma^t misses it by up to {np.abs(undiscounted - grad).max():.3e} in a logit "
+                f"(gamma = {WORLD.gamma:g}).")
+    if clause_id == "PG-OPTIMAL-BASELINE":
+        m, u = baseline_moments(GREEDY), baseline_moments(UNIFORM)
+        return (f"{where}, G the discounted return of the path: b* = {float(m.optimal):.6f}, V = {float(m.V):.6f}; "
+                f"Var(b*) = {float(m.variance(m.optimal)):.6f}, Var(V) = {float(m.variance(m.V)):.6f}, "
+                f"Var(0) = {float(m.variance(Fraction(0))):.6f}. Under UNIFORM b* = V = {float(u.V):.6f}.")
+    if clause_id == "GRID-TRPO-IMPROVEMENT-BOUND":
+        b, r = exact_bound(UNIFORM, GREEDY), exact_bound(GREEDY, UNIFORM)
+        return (f"The gridworld from its start, gamma = {WORLD.gamma:g}. pi = UNIFORM, pi' = GREEDY: J(pi) = {float(b.J_old):.6f}, "
+                f"J(pi') = {float(b.J_new):.6f}, L_pi(pi') = {float(b.L):.6f}, surrogate error J(pi') - L_pi(pi') = "
+                f"{float(b.error):.6f}; epsilon = {float(b.eps):.6f}, C = {float(b.C):.1f}, alpha = {float(b.alpha):.6f}, "
+                f"C alpha^2 = {float(b.C * b.alpha ** 2):.1f}, max_s KL = {max_kl(UNIFORM.probs, GREEDY.probs):.6f}. The other way "
+                f"round the error is {float(r.error):.6f} against C alpha^2 = {float(r.C * r.alpha ** 2):.1f}: the bound holds with "
+                f"a factor of about {float(r.C * r.alpha ** 2 / abs(r.error)):.0f} to spare.")
+    if clause_id == "KL-ESTIMATOR-VARIANCE":
+        parts = []
+        for label, (log_p, log_q) in VARIANCE_CASES.items():
+            v = {k: exact_variance(k, log_p, log_q) for k in ("k1", "k2", "k3")}
+            parts.append(f"at {label}: Var[k1] = {v['k1']:.6f}, Var[k2] = {v['k2']:.6f}, Var[k3] = {v['k3']:.6f}")
+        return "; ".join(parts) + "."
+    if clause_id == "GRID-CQL-LOWER-BOUND":
+        data = draw_dataset(CQL_DATASET_SEED)
+        exact = conservative(data, GREEDY)
+        over = exact_float(exact.V0 - exact.alpha_star / 2 * exact.w - exact.V)
+        k = int(np.flatnonzero(float_mdp().alive)[np.argmax(over[float_mdp().alive])])
+        return (f"{data.name}: {int(data.pairs.sum())} transitions, every non-terminal (s, a) 1 to 4 times; pi = GREEDY. The exact "
+                f"threshold alpha* = {float(exact.alpha_star):.6f}, the theorem's alpha with the realised sampling error "
+                f"{float(exact.alpha_theorem):.6f}; at alpha*/2 the fixed point over-estimates V^pi at {float_mdp().cells[k]} by "
+                f"{over[k]:.6f}.")
+    if clause_id == "PPO-ADVANTAGE-NORMALISATION-BIAS":
+        pi, R, B = BIAS_CASE
+        grad = pi * (R - pi @ R)
+        parts = []
+        for ddof in (0, 1):
+            estimate = np.zeros(len(pi))
+            import itertools
+
+            for batch in itertools.product(range(len(pi)), repeat=B):
+                scores = np.array([R[a] for a in batch])
+                out = normalised(scores, ddof, 0.0, "std")[0] if np.ptp(scores) > 0 else np.zeros(B)  # a constant batch: 0
+                for a, value in zip(batch, out):
+                    estimate += math.prod(pi[b] for b in batch) * value * (np.eye(len(pi))[a] - pi)
+            cosine = estimate @ grad / np.linalg.norm(estimate) / np.linalg.norm(grad)
+            parts.append(f"ddof {ddof}: ({', '.join(f'{x:.6f}' for x in estimate)}), cosine with grad J {cosine:.6f}")
+        return (f"pi uniform over 3, R = (0, 1, 3), B = {B}, eps 0: grad J = ({', '.join(f'{x:.6f}' for x in grad)}); "
+                f"E[sum_i A_hat_i grad log pi(y_i)] = " + "; ".join(parts) + ".")
+    return ""
