@@ -113,6 +113,19 @@ def claims(m: dict) -> list[Claim]:
             "later-epochs-above-0.3", f"in the later epochs of 16 (the last {LATER}) the clip fraction is above {THRESHOLD}", SOURCES[1],
             f"per-seed mean clip fraction over epochs {16 - LATER + 1}-16 exceeds {THRESHOLD}: one-sided sign-flip test, p < {ALPHA}",
             p < ALPHA, f"clip fraction {fmt_mean(later)}, p = {p:.2g}"))
+        # the clip does not bound the KL (theory.clip_does_not_bound_kl): once the clip fraction has stopped rising, the
+        # exact KL(pi_old || pi) keeps growing with the epochs
+        kl16 = np.asarray(runs["16"]["kl"])  # (seeds, 16)
+        peak = int(np.argmax(cf16.mean(axis=0)))
+        growth = kl16[:, -1] - kl16[:, peak]
+        p = sign_flip_p(growth)
+        out.append(Claim(
+            "kl-grows-past-clip", "the clip does not bound the KL: after the clip fraction peaks, the exact KL(pi_old || pi) "
+            "keeps growing with the epochs", SOURCES[1],
+            f"per seed, exact KL after epoch 16 minus exact KL after the epoch of the highest mean clip fraction is > 0: "
+            f"one-sided sign-flip test, p < {ALPHA}", peak < 15 and p < ALPHA,
+            f"clip fraction peaks at epoch {peak + 1}; KL there {float(kl16[:, peak].mean()):.3g}, after epoch 16 "
+            f"{float(kl16[:, -1].mean()):.3g} (growth {fmt_mean(growth)}, p = {p:.2g})"))
     return out
 
 

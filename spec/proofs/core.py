@@ -57,6 +57,7 @@ class Proof:
     statement: str
     assumptions: str
     function: Callable[..., ProofResult]
+    notation: dict = field(default_factory=dict)  # {working symbol's name: its meaning in the clause's symbols}
 
     def __call__(self, **overrides) -> ProofResult:
         try:
@@ -68,13 +69,18 @@ class Proof:
 PROOFS: dict[str, Proof] = {}
 
 
-def proof(proof_id: str, *, statement: str, assumptions: str):
-    """Register a proof function under ``proof_id`` (referenced by clauses' ``proofs`` field)."""
+def proof(proof_id: str, *, statement: str, assumptions: str, notation: dict | None = None):
+    """Register the decorated proof function under ``proof_id`` (referenced by clauses' ``proofs`` field).
+
+    ``notation`` maps a working symbol's name (``e0``, a softmax's exp(z_0)) to its meaning in the clause's symbols
+    (``exp(z_0)``): the book prints every relation the proof decided in the clause's notation. An identity's own
+    ``notation`` (a region of the clip written with positive parameters) takes precedence."""
 
     def register(function):
         if proof_id in PROOFS:
             raise ValueError(f"duplicate proof id {proof_id}")
-        PROOFS[proof_id] = Proof(proof_id, " ".join(statement.split()), " ".join(assumptions.split()), function)
+        PROOFS[proof_id] = Proof(proof_id, " ".join(statement.split()), " ".join(assumptions.split()), function,
+                                 dict(notation or {}))
         return function
 
     return register
