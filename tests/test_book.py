@@ -244,6 +244,33 @@ def test_proofs_are_rederived_and_printed_as_mathml(built):
     assert "re-derived when this book was built" in text
 
 
+def test_proofs_speak_their_clauses_notation(built):
+    """The relations a proof decided are printed in the clause's symbols: no working symbol that reads as Euler's number
+    (e, e_0 ...) on any page, and the clip table in r, A and epsilon with each region as its condition, what the
+    decided sides simplified to beside it."""
+    site, _ = built
+    for page in (site / "clauses").glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r'<ol class="identities">(.*?)</ol>', text, re.S):
+            assert "<mi>e</mi>" not in block, f"{page.name}: a working symbol e (read as Euler's number) is printed"
+    text = (site / "clauses" / "PPO-CLIP-GRADIENT-TABLE.html").read_text(encoding="utf-8")
+    block = re.search(r'<div class="proof" id="proof-ppo.clip_gradient_table">.*?<ol class="identities">(.*?)</ol>', text, re.S).group(1)
+    assert "<mi>&#949;</mi>" in block and "<mi>r</mi>" in block and "<mi>A</mi>" in block
+    assert not re.search(r"<mi>[aswf]</mi>", block), "the clip regions' working symbols a, s, w are printed"
+    assert "<mtext>where</mtext>" in block and "which SymPy simplifies to" in block
+    assert '<i class="mi">&#949;</i>' in text or "<i class=\"mi\">ε</i>" in text  # the statement typeset: epsilon as a letter
+
+
+def test_statements_are_typeset_as_mathematics():
+    from rlspec.checks.book.mathtext import render
+
+    out = render("E[A_hat_t | s_t] = A^pi(s_t, a_t) <= C max_s KL(pi || pi') with gamma^t G_t, `code_name`, reinforce_loss")
+    assert '<i class="mi">A\u0302</i><sub>t</sub>' in out and "A<sup>π</sup>" in out and "≤" in out and "‖" in out
+    assert "max<sub>s</sub>" in out and "<code>code_name</code>" in out and "<code>reinforce_loss</code>" in out
+    assert render("<script>alert(1)</script> GAE-SEED-EXAMPLE non-terminal") == \
+        "&lt;script&gt;alert(1)&lt;/script&gt; GAE-SEED-EXAMPLE non-terminal"
+
+
 def test_figures_are_embedded_on_their_chapters(built):
     site, _ = built
     for figure in book_build.FIGURES:

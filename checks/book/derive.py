@@ -210,7 +210,7 @@ def derive_one(proof_id: str) -> dict:
         if item.where is not None:
             entry["where"] = _side(item.where)
             displayed.append(item.where)
-        if stated is not None and decided != stated:
+        if stated is not None and decided != stated and not all(x.is_number for x in decided):
             entry["decided"] = {"lhs": _side(decided[0]), "rhs": _side(decided[1])}
             displayed += list(decided)
         translated = decided != (lhs, rhs)

@@ -118,7 +118,9 @@ def render(text: str) -> str:
             out.append(operator[1])
             i += len(operator[0])
             continue
-        if c.isalpha() and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_-")):
+        inside_word = i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_" or
+                                 (text[i - 1] == "-" and i > 1 and text[i - 2].isalnum()))  # non-terminal, GAE-SEED
+        if c.isalpha() and not inside_word:
             match = WORD.match(text, i)
             word = match.group(0)
             following = text[match.end():match.end() + 1]

@@ -203,7 +203,7 @@ def proof_html(proof: dict, heading: str = "h3") -> str:
         previous = item["index"]
         number = f' value="{item["index"] + 1}"'
         if item.get("exact_zero"):
-            shown.append(f'<li{number}><span class="label">{e(item["label"])}</span>: the difference, computed exactly, is '
+            shown.append(f'<li{number}><span class="label">{mathtext(item["label"])}</span>: the difference, computed exactly, is '
                          f'<math><mn>0</mn></math></li>')
             continue
         sides = [item["lhs"], item["rhs"]] + [x for key in ("decided", "simplified") if key in item for x in item[key].values()]

@@ -415,13 +415,19 @@ def _k3_variance(holds_where=ratio_at_most_two) -> ProofResult:
         cov = lambda u, v: E([ui * vi for ui, vi in zip(u, v)]) - E(u) * E(v)
         k1 = [-Li for Li in L]
         k3 = [ri - 1 - Li for ri, Li in zip(r, L)]
-        steps.append(identity(sp.expand(var(k3) - var(k1)), sp.expand(var(r) - 2 * cov(r, L)),
-                              f"n = {n}: Var[k3] - Var[k1] = Var[r] - 2 Cov(r, log r)"))
+        Var, Cov = sp.Function("Var"), sp.Function("Cov")
+        rr, kk1, kk3, i_, j_ = sp.symbols("r k_1 k_3 i j")
+        steps.append(restate(identity(sp.expand(var(k3) - var(k1)), sp.expand(var(r) - 2 * cov(r, L)),
+                                      f"n = {n}: Var[k3] - Var[k1] = Var[r] - 2 Cov(r, log r)"),
+                             shown=(Var(kk3) - Var(kk1), Var(rr) - 2 * Cov(rr, sp.log(rr)))))
         pairs = [(i, j) for i in range(n) for j in range(n)]
-        steps.append(identity(sp.expand(cov(r, L)), sp.expand(sum(p[i] * p[j] * (r[i] - r[j]) * (L[i] - L[j]) for i, j in pairs) / 2),
-                              f"n = {n}: Cov(r, log r) = 1/2 sum_ij p_i p_j (r_i - r_j)(log r_i - log r_j)"))
-        steps.append(identity(sp.expand(var(r)), sp.expand(sum(p[i] * p[j] * (r[i] - r[j]) ** 2 for i, j in pairs) / 2),
-                              f"n = {n}: Var[r] = 1/2 sum_ij p_i p_j (r_i - r_j)^2"))
+        p_i, p_j, r_i, r_j = (sp.Indexed("p", i_), sp.Indexed("p", j_), sp.Indexed("r", i_), sp.Indexed("r", j_))
+        steps.append(restate(identity(sp.expand(cov(r, L)), sp.expand(sum(p[i] * p[j] * (r[i] - r[j]) * (L[i] - L[j]) for i, j in pairs) / 2),
+                                      f"n = {n}: Cov(r, log r) = 1/2 sum_ij p_i p_j (r_i - r_j)(log r_i - log r_j)"),
+                             shown=(Cov(rr, sp.log(rr)), sp.Sum(p_i * p_j * (r_i - r_j) * (sp.log(r_i) - sp.log(r_j)), (i_, 0, n - 1), (j_, 0, n - 1)) / 2)))
+        steps.append(restate(identity(sp.expand(var(r)), sp.expand(sum(p[i] * p[j] * (r[i] - r[j]) ** 2 for i, j in pairs) / 2),
+                                      f"n = {n}: Var[r] = 1/2 sum_ij p_i p_j (r_i - r_j)^2"),
+                             shown=(Var(rr), sp.Sum(p_i * p_j * (r_i - r_j) ** 2, (i_, 0, n - 1), (j_, 0, n - 1)) / 2)))
     # log b - log a >= (b - a) / b for 0 < a <= b: f(u) = log u - 1 + 1/u, u = b/a >= 1, has f(1) = 0, f'(u) = (u - 1)/u^2 >= 0
     u, w = sp.Symbol("u", positive=True), sp.Symbol("w", positive=True)  # u = 1 + w
     f = sp.log(u) - 1 + 1 / u
