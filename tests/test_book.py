@@ -193,7 +193,7 @@ def test_internal_links_resolve(built):
                 if target not in ids:
                     ids[target] = _parse(target).ids
                 assert fragment in ids[target], f"{page.relative_to(site)} links to {href}: no such id"
-    assert walked > 10_000, walked
+    assert walked > 1000, walked  # some 5000 on the committed matrix: the walk saw the book
 
 
 def test_defect_links_land_on_their_entry(built):

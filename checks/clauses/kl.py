@@ -18,10 +18,9 @@ from hypothesis import strategies as st
 
 from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
-from ..kl_estimators import argument_order, exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
+from ..kl_estimators import exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
 from ..registry import check
 from ..strategies import kl as draws
-from ..strategies import rounded
 from ..tolerances import U64
 from ...spec import contract
 

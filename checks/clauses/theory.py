@@ -29,16 +29,16 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import protocol
 from ..assertions import ClauseFailure, mismatch_table
 from ..gradients import gradients, reduction_scale
 from ..kl_estimators import exact as kl_exact
+from ..cql import run_cql
 from ..kl_estimators import order_note, per_sample_tolerance, run_kl
 from ..registry import check
 from ..standardise import normalisation_tolerance, normalised
 from ..strategies import kl as kl_draws
 from ..strategies import rounded
-from ..tabular import GREEDY, UNIFORM, WORLD, Policy, dyadic_policy, exact_float, exact_mdp, exact_values, float_mdp, policies
+from ..tabular import GREEDY, UNIFORM, WORLD, Policy, exact_float, exact_mdp, exact_values, float_mdp, policies
 from ..tolerances import TINY, U64, smallest_normal
 from ...reference import gridworld as gw
 
@@ -231,7 +231,6 @@ def optimal_baseline(ctx):
     """At START_CELL, every first action and every path after it: the exact variance of the candidate's estimate
     (e_a - pi)(-d loss/d logp) for b = b*, V, 0 and a drawn b equals C0 - 2 b N + b^2 W - ||E g||^2, least at b*."""
     mdp = started()
-    A = mdp.P.shape[1]
 
     def verify(policy: Policy, extra: float):
         samples = samples_of(policy)
@@ -409,8 +408,9 @@ def penalised_delta(problem: Penalised, x) -> float:
 
 def run_penalised_search(ctx, old: Policy, direction: np.ndarray, max_kl_allowed: float, label: str):
     """The candidate's line_search on M from x0 = log pi along ``direction``: returns (x, problem, call)."""
-    bound_C = float(exact_bound(old, old).C)  # epsilon of pi itself
-    problem = Penalised(old, bound_C)
+    problem = Penalised(old, 0.0)
+    eps = float(np.max(np.abs(problem.advantages[float_mdp().alive])))  # epsilon = max |A_pi| (float64 suffices: any C > 0 is a valid penalty)
+    bound_C = problem.C = 4 * eps * WORLD.gamma / (1 - WORLD.gamma) ** 2
     x0 = rounded(np.log(old.probs).ravel(), ctx.dtype)
     f = rounded(direction, ctx.dtype)
     surrogate = SuiteFunction(lambda x: problem.M(x), f"<M(x) = L_pi(pi_x) - {bound_C:.6g} max_s KL(pi || pi_x) on the gridworld, pi = {label}>")
@@ -445,7 +445,6 @@ def trpo_improvement_bound(ctx):
     M = L - C max KL never returns a point with lower J (a descent full step first: it must come back to x0)."""
     verify_bound(UNIFORM, GREEDY)
     verify_bound(GREEDY, UNIFORM)
-    mdp = float_mdp()
     for old, label in ((GREEDY, "GREEDY"), (UNIFORM, "UNIFORM")):
         problem = Penalised(old, 1.0)
         pi = old.probs
@@ -462,7 +461,6 @@ def trpo_improvement_bound(ctx):
 
     ctx.property(st.tuples(policies(), policies(), st.sampled_from([0.25, 1.0, -1.0])), drawn, label="drawn",
                  tier="enumeration")
-    del mdp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,21 +613,8 @@ def run_penalty_gradient(ctx, data: Dataset, policy: Policy, alpha: float):
     """The candidate's d (sum_i penalty_i) / d Q at Q(s, .) = log pi(.|s) for every sample; summed per (s, a) and divided by
     n(s, a): the push alpha (pi / pi_beta - 1). Returns (push (S, A) float64, call, alpha as passed)."""
     s, a, _ = data.transitions()
-    q = rounded(np.log(policy.probs[s]), ctx.dtype)
     alpha_passed = float(rounded(np.array([alpha]), ctx.dtype)[0])
-    candidate = ctx.candidate
-    function = candidate.operations["cql_penalty"]
-
-    def with_integer_actions(q_values, actions, alpha):
-        return function(q_values=q_values, actions=actions.long(), alpha=alpha)
-
-    ctx.candidate = dataclasses.replace(candidate, operations={**candidate.operations, "cql_penalty": with_integer_actions})
-    try:
-        call = ctx.call("cql_penalty", {"q_values": q, "actions": a.astype(np.float64), "alpha": alpha_passed}, array="torch",
-                        requires_grad=("q_values",), shape=(len(s),))
-    finally:
-        ctx.candidate = candidate
-    call.code = protocol.format_call("cql_penalty", {"q_values": q, "actions": a, "alpha": alpha_passed})
+    _, call, q = run_cql(ctx, np.log(policy.probs[s]), a, alpha_passed, allow_nonfinite=False)
     import torch
 
     total = call.raw.sum() if torch.is_tensor(call.raw) and call.raw.requires_grad else None
