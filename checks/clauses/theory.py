@@ -95,9 +95,15 @@ def samples_of(policy: Policy) -> Samples:
     return _samples(policy.key)
 
 
+@lru_cache(maxsize=16)
+def _exact_policy_gradient(key: bytes) -> np.ndarray:
+    mdp = started(exact=True)
+    return exact_float(gw.policy_gradient(mdp, Policy(np.frombuffer(key).reshape(mdp.P.shape[:2]), "").exact, HORIZON))
+
+
 def exact_policy_gradient(policy: Policy) -> np.ndarray:
     """(S, A) the exact d J_H / d z of the softmax logits from START_CELL (Fractions, then rounded once)."""
-    return exact_float(gw.policy_gradient(started(exact=True), policy.exact, HORIZON))
+    return _exact_policy_gradient(policy.key)
 
 
 def candidate_weights(ctx, returns: np.ndarray, baseline: np.ndarray | None, logp: np.ndarray):
