@@ -333,6 +333,7 @@ def _expectile_minimiser(weight=expectile_weight) -> ProofResult:
 
 @proof(
     "offline.expectile_minimiser",
+    notation={"s": sp.Symbol("tau", positive=True) / (1 - sp.Symbol("tau", positive=True))},  # tau = s / (1 + s)
     statement="""The expected expectile loss E[|tau - 1(X - m < 0)| (X - m)^2] over a discrete distribution of targets X is
     piecewise quadratic and strictly convex in the prediction m, with derivative -2 (tau E[(X - m)_+] - (1 - tau)
     E[(m - X)_+]); its unique minimiser is the tau-expectile, on its piece the weighted mean of the targets with
