@@ -363,7 +363,7 @@ def clause_page(book: Book, clause) -> str:
     if studies:
         body.append('<section id="studies"><h2>Studies that illustrate it</h2><ul>' + "".join(
             f'<li><a href="{chapter_href(st["illustrates"].get("chapter", clause.chapter), 1)}#study-{e(st["study"])}">'
-            f'{e(st.get("title", st["study"]))}</a> {status("pass" if st.get("holds") else "fail", title="its claims, as the study judged them")}</li>'
+            f'{e(st.get("title", st["study"]))}</a> {status(_study_status(st), title="its claims, as the study judged them (refuted: a finding on the gridworld)")}</li>'
             for st in studies) + "</ul></section>")
     body.append(_verdicts_html(book, clause))
     return page(clause.id, "\n".join(b for b in body if b), depth=1)
@@ -371,6 +371,19 @@ def clause_page(book: Book, clause) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # chapter page
+
+
+def _claim_status(claim: dict) -> str:
+    """A study claim's badge: pass, refuted (a finding: not even the reference's run meets it), or fail (the candidate's)."""
+    if claim.get("holds"):
+        return "pass"
+    return "refuted" if claim.get("verdict", "refuted") == "refuted" else "fail"
+
+
+def _study_status(study: dict) -> str:
+    judged = [c for c in study.get("claims", []) if isinstance(c, dict) and not str(c.get("id", "")).startswith("reference:")]
+    statuses = {_claim_status(c) for c in judged} or {"pass" if study.get("holds") else "fail"}
+    return "fail" if "fail" in statuses else ("refuted" if "refuted" in statuses else "pass")
 
 
 def _figure_html(fig: dict, depth: int) -> str:
@@ -408,7 +421,7 @@ def chapter_page(book: Book, chapter) -> str:
 def _study_html(study: dict) -> str:
     clauses = ", ".join(f'<a href="../clauses/{e(c)}.html"><code>{e(c)}</code></a>' for c in study["illustrates"].get("clauses", []))
     claims = "".join(
-        f'<li>{status("pass" if c.get("holds") else "fail", title="the study judged it")} {e(c.get("statement", ""))} '
+        f'<li>{status(_claim_status(c), title="the study judged it (refuted: it does not hold on the reference either)")} {e(c.get("statement", ""))} '
         f'<span class="muted">{e(c.get("measured", ""))}</span></li>' for c in study.get("claims", []) if isinstance(c, dict))
     figure = (f'<img src="../figures/studies/{e(study["figure"])}" alt="{e(study.get("title", ""))}">'
               if study.get("_figure_path") else "")
