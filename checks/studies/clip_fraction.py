@@ -28,7 +28,7 @@ from ._core import Claim, StudyError, Table, fmt_mean, mean_se, sign_flip_p
 NAME = "clip-fraction"
 TITLE = "clip fraction per epoch for 1, 4 and 16 epochs of PPO on the gridworld"
 ILLUSTRATES = {"chapter": "ppo", "clauses": ["PPO-UPDATE-FIRST-RATIOS-ONE", "PPO-CLIP-GRADIENT-TABLE", "PPO-UPDATE-KL-EARLY-STOP",
-                                       "PPO-PESSIMISTIC-BOUND"]}
+                                            "PPO-PESSIMISTIC-BOUND"]}
 SOURCES = [
     "Schulman, Wolski, Dhariwal, Radford & Klimov, Proximal Policy Optimization Algorithms, arXiv:1707.06347, §3 (clipped surrogate, r(theta_old) = 1)",
     "Huang, Dossa, Raffin, Kanervisto & Wang, The 37 Implementation Details of Proximal Policy Optimization, ICLR Blog Track 2022 (debug variables clipfrac, approx_kl)",
