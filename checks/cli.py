@@ -829,7 +829,10 @@ def cmd_study(args) -> int:
             traceback.print_exc()
         print(f"rlspec: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    failed = False
+    # exit 0: every study ran and its claims are what they are (a claim refuted on rlspec's gridworld, the reference's
+    # run included, is a finding, not a failure); 1: the candidate's run breaks a claim that holds on the reference's;
+    # 2: bad arguments, or a candidate that cannot be loaded or whose operation raised.
+    differs, findings = [], []
     for name in names:
         started = time.perf_counter()
         try:
@@ -840,9 +843,19 @@ def cmd_study(args) -> int:
         print(result.text())
         if args.out is not None:
             print(f"wrote {Path(args.out) / (name + '.json')} and {Path(args.out) / (name + '.png')}")
-        print(f"{name}: {'every claim holds' if result.holds else 'a claim does not hold'} ({time.perf_counter() - started:.1f} s)\n")
-        failed |= not result.holds
-    return EXIT_FAIL if failed else EXIT_OK
+        judged = [c for c in result.claims if not c.id.startswith("reference:")]
+        parts = [f"{sum(c.holds for c in judged)} of {len(judged)} claims hold"]
+        if result.findings:
+            parts.append(f"refuted on rlspec's gridworld (findings): {', '.join(c.id for c in result.findings)}")
+        if result.differences:
+            parts.append(f"the candidate breaks: {', '.join(c.id for c in result.differences)}")
+        print(f"{name}: {'; '.join(parts)} ({time.perf_counter() - started:.1f} s)\n")
+        differs += [f"{name}:{c.id}" for c in result.differences]
+        findings += [f"{name}:{c.id}" for c in result.findings]
+    if len(names) > 1:
+        print(f"{len(names)} studies: {len(findings)} claims refuted (findings{': ' + ', '.join(findings) if findings else ''}); "
+              f"{len(differs)} broken by the candidate{': ' + ', '.join(differs) if differs else ''}")
+    return EXIT_FAIL if differs else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

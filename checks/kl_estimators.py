@@ -1,5 +1,6 @@
-"""The KL estimators' exact values and rounding-error bounds, shared by the KL chapter (``kl_estimate``)
-and the GRPO chapter (``kl_penalty``, whose values are the same estimators per token).
+"""The KL estimators' exact values and rounding-error bounds, shared by the KL chapter (``kl_estimate``),
+the GRPO chapter (``kl_penalty``, whose values are the same estimators per token) and the theory chapter
+(the estimators' variances); and the call of ``kl_estimate`` under the declared argument order.
 
 With x = log r = log q - log p the log ratio of the other distribution q to the sampler p (Schulman,
 "Approximating KL Divergence", 2020): k1 = -x, k2 = x^2 / 2, k3 = e^x - 1 - x. Everything here is
@@ -12,6 +13,7 @@ import math
 
 import numpy as np
 
+from .strategies import rounded
 from .tolerances import TINY, U64, smallest_normal
 
 # Tolerances.
@@ -84,3 +86,27 @@ def log_softmax(z) -> np.ndarray:
     """log softmax(z) in float64, shifted by the maximum (stable for any logits)."""
     z = np.asarray(z, dtype=np.float64)
     return z - (z.max() + np.log(np.sum(np.exp(z - z.max()))))
+
+
+# ---------------------------------------------------------------------------------------------
+# calling the candidate under its declared argument order
+
+def argument_order(ctx) -> str:
+    """kl_estimate_arguments: which argument receives the sampler's log-probabilities."""
+    return ctx.convention("kl_estimate_arguments")
+
+
+def run_kl(ctx, logp_sampler, logp_other, kind: str, *, allow_nonfinite: bool = False):
+    """Per-sample estimates of KL(sampler || other): ``(estimates, call, a, b)``, a and b as passed."""
+    a, b = rounded(logp_sampler, ctx.dtype), rounded(logp_other, ctx.dtype)
+    if argument_order(ctx) == "sampler, other":
+        args = {"logp_sampler": a, "logp_other": b, "kind": kind}
+    else:  # declared: the first argument is the other distribution, the second the sampler
+        args = {"logp_sampler": b, "logp_other": a, "kind": kind}
+    call = ctx.call("kl_estimate", args, shape=a.shape, allow_nonfinite=allow_nonfinite)
+    return call.outputs[0], call, a, b
+
+
+def order_note(ctx) -> str:
+    order = argument_order(ctx)
+    return "" if order == "sampler, other" else f" (declared argument order: {order})"

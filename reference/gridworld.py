@@ -170,9 +170,11 @@ def _on_alive(mdp: MDP, chain, vector) -> np.ndarray:
     return out
 
 
-def state_values(mdp: MDP, policy) -> np.ndarray:
-    """(S,) V^pi = (I - gamma P_pi)^-1 r_pi on non-terminal states; 0 at terminal states."""
-    r_pi = (policy * mdp.r).sum(axis=1)  # (S,)
+def state_values(mdp: MDP, policy, penalty=None) -> np.ndarray:
+    """(S,) V^pi = (I - gamma P_pi)^-1 r_pi on non-terminal states; 0 at terminal states. ``penalty`` (S, A), if
+    given, is subtracted from r(s, a) (CQL's push-down: the fixed point of Q = r - penalty + gamma P^pi Q)."""
+    reward = mdp.r if penalty is None else mdp.r - penalty
+    r_pi = (policy * reward).sum(axis=1)  # (S,)
     return _on_alive(mdp, mdp.gamma * policy_chain(mdp, policy), r_pi)
 
 
@@ -286,6 +288,51 @@ def performance_difference(mdp: MDP, policy, new_policy):
     return by_values, by_advantages
 
 
+def surrogate(mdp: MDP, policy, new_policy):
+    """TRPO's local surrogate L_pi(pi') = J(pi) + sum_s d^pi(s) sum_a pi'(a|s) A^pi(s, a) (Schulman et al. 2015,
+    eq. 3; Kakade & Langford 2002): the performance difference with pi's occupancy in place of pi''s."""
+    occupancy = discounted_occupancy(mdp, policy)
+    return state_values(mdp, policy)[mdp.start] + (occupancy[:, None] * new_policy * advantages(mdp, policy)).sum()
+
+
+def finite_horizon_values(mdp: MDP, policy, horizon: int) -> tuple[list, list]:
+    """``([V_0 .. V_H], [Q_1 .. Q_H])``: the values of pi with K steps left, V_0 = 0,
+    Q_K(s, a) = r(s, a) + gamma sum_{s' not terminal} P(s'|s,a) V_{K-1}(s'), V_K = sum_a pi Q_K."""
+    V = [np.zeros(len(mdp.terminal), dtype=mdp.P.dtype)]
+    Q = []
+    for _ in range(horizon):
+        Q.append(action_values(mdp, V[-1]))
+        V.append(np.where(mdp.terminal, 0, (policy * Q[-1]).sum(axis=1)))
+    return V, Q
+
+
+def return_second_moments(mdp: MDP, policy, horizon: int) -> np.ndarray:
+    """(S, A) E[G^2 | s_0 = s, a_0 = a] for the K-step return G = sum_{t<K} gamma^t r_{t+1} (K = ``horizon``;
+    a terminal state ends it): M_K(s, a) = sum_s' P(s'|s,a) [r(s')^2 + 2 gamma r(s') V_{K-1}(s') + gamma^2 m_{K-1}(s')],
+    m_K = sum_a pi M_K, nothing after a terminal s'."""
+    V, _ = finite_horizon_values(mdp, policy, horizon)
+    alive_next = np.where(mdp.terminal, 0, 1)
+    m = np.zeros(len(mdp.terminal), dtype=mdp.P.dtype)
+    for K in range(1, horizon + 1):
+        after = mdp.reward**2 + (2 * mdp.gamma * mdp.reward * V[K - 1] + mdp.gamma**2 * m) * alive_next  # (S,) per s'
+        M = successor_mean(mdp, after)
+        m = np.where(mdp.terminal, 0, (policy * M).sum(axis=1))
+    return M
+
+
+def policy_gradient(mdp: MDP, policy, horizon: int) -> np.ndarray:
+    """(S, A) d J_H / d z(s, a) for the softmax policy pi = softmax(z), J_H = E[sum_{t<H} gamma^t r_{t+1}] from
+    the start state (Sutton et al. 2000, the policy-gradient theorem, finite horizon):
+    sum_t gamma^t Pr(s_t = s, alive) pi(a|s) (Q_{H-t}(s, a) - V_{H-t}(s))."""
+    V, Q = finite_horizon_values(mdp, policy, horizon)
+    grad = np.zeros(mdp.P.shape[:2], dtype=mdp.P.dtype)
+    for t in range(horizon):
+        K = horizon - t
+        weight = mdp.gamma**t * state_distribution(mdp, policy, t)  # (S,)
+        grad = grad + weight[:, None] * policy * (Q[K - 1] - V[K][:, None])
+    return np.where(mdp.terminal[:, None], 0, grad)
+
+
 def state_distribution(mdp: MDP, policy, t: int) -> np.ndarray:
     """(S,) Pr(s_t = s, no terminal state before) under pi from the start state; 0 at terminal states."""
     chain = np.where(mdp.terminal[:, None], 0, policy_chain(mdp, policy))  # nothing leaves a terminal state
@@ -358,3 +405,45 @@ def enumerate_paths(mdp: MDP, policy, horizon: int) -> Paths:
         steps[n] = len(probs)
     terminated = mdp.terminal[states[steps, np.arange(N)]]
     return Paths(states, step_prob, steps, terminated)
+
+
+@dataclass(frozen=True)
+class ActionPaths:
+    """Every state-action path from a start state up to a time limit, one column each: the samples of
+    the score-function estimator (actions are not summed out)."""
+
+    states: np.ndarray  # (H + 1, N) s_0..s_H; -1 after the path's end
+    actions: np.ndarray  # (H, N) a_0..a_{H-1}; -1 after the end
+    step_prob: np.ndarray  # (H, N) pi(a_t|s_t) P(s_{t+1}|s_t, a_t); 1 after the end
+    steps: np.ndarray  # (N,) transitions taken (1..H)
+
+    @property
+    def prob(self) -> np.ndarray:
+        return np.prod(self.step_prob, axis=0)
+
+
+def enumerate_action_paths(mdp: MDP, policy, horizon: int, start: int | None = None) -> ActionPaths:
+    """Grow every (state, action) path breadth first from ``start`` (the start state by default); a path stops at
+    a terminal state or after ``horizon`` steps. A path's probability is prod_t pi(a_t|s_t) P(s_{t+1}|s_t, a_t)."""
+    first = mdp.start if start is None else start
+    growing, done = [((first,), (), ())], []
+    for _ in range(horizon):
+        grown = []
+        for states, actions, probs in growing:
+            s = states[-1]
+            for a in np.flatnonzero(policy[s] != 0):
+                for s_next in np.flatnonzero(mdp.P[s, a] != 0):
+                    path = (states + (int(s_next),), actions + (int(a),), probs + (policy[s, a] * mdp.P[s, a, s_next],))
+                    (done if mdp.terminal[s_next] else grown).append(path)
+        growing = grown
+    done += growing
+    H, N = horizon, len(done)
+    states, actions = np.full((H + 1, N), -1), np.full((H, N), -1)
+    step_prob = np.ones((H, N), dtype=mdp.P.dtype if mdp.P.dtype == object else np.float64)
+    steps = np.zeros(N, dtype=np.int64)
+    for n, (path_states, path_actions, probs) in enumerate(done):
+        states[: len(path_states), n] = path_states
+        actions[: len(path_actions), n] = path_actions
+        step_prob[: len(probs), n] = probs
+        steps[n] = len(probs)
+    return ActionPaths(states, actions, step_prob, steps)

@@ -175,20 +175,50 @@ def test_nothing_is_loaded_from_elsewhere(built):
 
 
 def test_internal_links_resolve(built):
-    """Every link inside the book lands on a page that exists, at an id that exists."""
+    """Every link of every page of the book, walked: an internal href lands on a file that exists and, where it names
+    an anchor, on an id that exists there (a link ending in a bare ``#`` would land on the top of the page: refused)."""
     site, _ = built
     ids: dict[Path, set[str]] = {}
+    walked = 0
     for page in _pages(site):
         for href in _parse(page).links:
             if re.match(r"^[a-z][a-z0-9+.-]*:", href):
-                continue  # a link a reader follows to the paper or the library's code
-            path, _, fragment = href.partition("#")
+                continue  # a link a reader follows to the paper or the library's code (test_upstream_links_name_their_thread)
+            walked += 1
+            path, hash_, fragment = href.partition("#")
+            assert not (hash_ and not fragment), f"{page.relative_to(site)} links to {href}: an empty anchor lands on the top"
             target = (page.parent / path.split("?")[0]).resolve() if path else page
             assert target.is_file(), f"{page.relative_to(site)} links to {href}"
             if fragment and target.suffix == ".html":
                 if target not in ids:
                     ids[target] = _parse(target).ids
                 assert fragment in ids[target], f"{page.relative_to(site)} links to {href}: no such id"
+    assert walked > 1000, walked  # some 5000 on the committed matrix: the walk saw the book
+
+
+def test_defect_links_land_on_their_entry(built):
+    """Every link to the defects found names an entry's heading, titles with markup (`code`) included."""
+    site, _ = built
+    headings = _parse(site / "bugs-found.html").ids
+    targets = {href for page in _pages(site) for href in _parse(page).links if "bugs-found.html" in href}
+    assert targets and all(href.partition("#")[2] in headings for href in targets if "#" in href), sorted(targets)[:5]
+    entries = {href.partition("#")[2] for href in targets if "#" in href}
+    assert {"1-skrl-truncation-ignored-by-default-time_limit_bootstrapfalse", "17-stable-baselines3-sacs-target_update_interval-restarts-in-every-train-call"} <= entries
+
+
+def test_upstream_links_name_their_thread(built):
+    """An upstream link reads as its thread: the repository, issue or PR, and the number of the address it opens."""
+    site, _ = built
+    pattern = re.compile(r'<a class="upstream" href="https://github\.com/([^/"]+/[^/"]+)/(issues|pull)/(\d+)">([^<]*)</a>')
+    found = []
+    for page in [site / "bugs.html", *sorted((site / "clauses").glob("*.html"))]:
+        text = page.read_text(encoding="utf-8")
+        assert ">upstream</a>" not in text, page.name
+        for repo, kind, number, label in pattern.findall(text):
+            found.append(label)
+            assert label == f"{repo} {'issue' if kind == 'issues' else 'PR'} #{number}", (page.name, label)
+    links = sum(len(b.links) for b in catalogue.bugs().values())
+    assert len(found) >= links, (len(found), links)
 
 
 def test_every_verdict_of_the_matrix_is_on_its_clause_page(built):
@@ -212,6 +242,33 @@ def test_proofs_are_rederived_and_printed_as_mathml(built):
     assert text.count('<math display="block">') >= 8
     assert "<msup>" in text and "&#x2208;" in text  # powers, and a symbol's domain from its SymPy assumptions
     assert "re-derived when this book was built" in text
+
+
+def test_proofs_speak_their_clauses_notation(built):
+    """The relations a proof decided are printed in the clause's symbols: no working symbol that reads as Euler's number
+    (e, e_0 ...) on any page, and the clip table in r, A and epsilon with each region as its condition, what the
+    decided sides simplified to beside it."""
+    site, _ = built
+    for page in (site / "clauses").glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r'<ol class="identities">(.*?)</ol>', text, re.S):
+            assert "<mi>e</mi>" not in block, f"{page.name}: a working symbol e (read as Euler's number) is printed"
+    text = (site / "clauses" / "PPO-CLIP-GRADIENT-TABLE.html").read_text(encoding="utf-8")
+    block = re.search(r'<div class="proof" id="proof-ppo.clip_gradient_table">.*?<ol class="identities">(.*?)</ol>', text, re.S).group(1)
+    assert "<mi>&#949;</mi>" in block and "<mi>r</mi>" in block and "<mi>A</mi>" in block
+    assert not re.search(r"<mi>[aswf]</mi>", block), "the clip regions' working symbols a, s, w are printed"
+    assert "<mtext>where</mtext>" in block and "which SymPy simplifies to" in block
+    assert '<i class="mi">&#949;</i>' in text or "<i class=\"mi\">ε</i>" in text  # the statement typeset: epsilon as a letter
+
+
+def test_statements_are_typeset_as_mathematics():
+    from rlspec.checks.book.mathtext import render
+
+    out = render("E[A_hat_t | s_t] = A^pi(s_t, a_t) <= C max_s KL(pi || pi') with gamma^t G_t, `code_name`, reinforce_loss")
+    assert '<i class="mi">A\u0302</i><sub>t</sub>' in out and "A<sup>π</sup>" in out and "≤" in out and "‖" in out
+    assert "max<sub>s</sub>" in out and "<code>code_name</code>" in out and "<code>reinforce_loss</code>" in out
+    assert render("<script>alert(1)</script> GAE-SEED-EXAMPLE non-terminal") == \
+        "&lt;script&gt;alert(1)&lt;/script&gt; GAE-SEED-EXAMPLE non-terminal"
 
 
 def test_figures_are_embedded_on_their_chapters(built):

@@ -83,6 +83,20 @@ WRONG = {
     "gaussian.tanh_change_of_variables": dict(jacobian=lambda u: 1),
     # the epsilon form log(1 - tanh(u)^2 + 1e-6) (SB3, CleanRL)
     "gaussian.tanh_stable_form": dict(stable=lambda u: sp.log(1 - sp.tanh(u) ** 2 + sp.Rational(1, 10**6))),
+    # theory: the reward-to-go form without gamma^t (what most code computes)
+    "theory.trajectory_score_function": dict(weight=lambda t, rewards, g: sum(g ** (k - t) * rewards[k] for k in range(t, len(rewards)))),
+    # a baseline that is not b*: V = E[G] itself
+    "theory.optimal_baseline": dict(baseline=lambda p, Q, sq: sum(pa * qa for pa, qa in zip(p, Q))),
+    # a wrong constant C: one power of (1 - gamma) too few
+    "theory.trpo_improvement_bound": dict(constant=lambda eps, g: 4 * eps * g / (1 - g)),
+    # "the clip bounds the KL": the KL of ratios within [1 - eps, 1 + eps] on every action, eps^2 / (2 (1 - eps))
+    "theory.clip_does_not_bound_kl": dict(kl_bound=lambda eps: eps**2 / (2 * (1 - eps))),
+    # the k3 variance claim stated as universal
+    "theory.k3_variance": dict(holds_where=lambda p, q: True),
+    # CQL's push without the division by pi_beta, alpha (mu - pi_beta)
+    "theory.cql_fixed_point": dict(push=lambda pi, beta: pi - beta),
+    # normalisation by the mean alone: then the estimate is parallel to grad J
+    "theory.batch_normalisation_bias": dict(normalise=lambda v, ddof: [x - sum(v) / len(v) for x in v]),
     # RLHF (the wrong versions are defined and explained in tests/test_rlhf.py): masked positions zeroed
     # (OpenRLHF), token-mean over all B * L positions, num_tokens ignored, clip without min, dual clip on A > 0
     **RLHF_WRONG,

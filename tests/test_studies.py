@@ -200,6 +200,7 @@ def test_a_candidate_that_recomputes_logp_old_is_shown_beside_the_reference():
     reference = {c.id: c.holds for c in result.claims if c.id.startswith("reference:")}
     assert not judged["moves-further"]  # its "stored" update is vanilla PG: it moves exactly as far
     assert all(reference.values()) and not result.holds
+    assert [c.id for c in result.differences] == ["moves-further"] and not result.findings
     assert {row[0] for row in result.table.rows} == {"candidate", "reference"}
 
 
@@ -243,9 +244,32 @@ def test_study_out_writes_json_and_png_reproducibly(tmp_path, capsys):
     assert payload["figure"] == "stale-logp-old.png" and payload["illustrates"]["chapter"] == "ppo"
 
 
-def test_study_exit_code_1_when_a_claim_does_not_hold(tmp_path, capsys):
-    assert main(["study", "lambda-bake-off", "--size", "small"]) == 1  # the variance dips near lambda = 0
-    assert "DOES NOT HOLD" in capsys.readouterr().out
+def test_a_claim_refuted_on_the_reference_is_a_finding_and_exits_0(tmp_path, capsys):
+    assert main(["study", "lambda-bake-off", "--size", "small", "--out", str(tmp_path)]) == 0  # the variance dips near lambda = 0
+    out = capsys.readouterr().out
+    assert "REFUTED (a finding" in out and "refuted on rlspec's gridworld (findings): variance-rises" in out
+    payload = json.loads((tmp_path / "lambda-bake-off.json").read_text())
+    assert payload["findings"] == ["variance-rises"] and payload["candidate_differs"] == []
+    assert {c["id"]: c["verdict"] for c in payload["claims"]}["variance-rises"] == "refuted"
+
+
+def test_a_candidate_that_breaks_a_claim_the_reference_meets_exits_1(capsys):
+    assert main(["study", "stale-logp-old", "--size", "small", "--candidate", RECOMPUTING_MUTANT]) == 1
+    out = capsys.readouterr().out
+    assert "CANDIDATE DIFFERS" in out and "the candidate breaks: moves-further" in out
+
+
+def test_the_figure_marks_the_claims_it_tests(tmp_path):
+    pytest.importorskip("matplotlib")
+    from rlspec.checks.studies import _plot
+
+    claims = [studies.Claim("a", "first claim", "src", "rule", True, "1", "holds"),
+              studies.Claim("b", "second claim", "src", "rule", False, "2", "refuted")]
+    draw = lambda axes, data: [ax.plot([0, 1], [0, 1]) for ax in axes]
+    plain, marked = _plot.render(draw, {}, tmp_path / "plain.png"), _plot.render(draw, {}, tmp_path / "marked.png", claims=claims)
+    from matplotlib.image import imread
+
+    assert imread(marked).shape[0] > imread(plain).shape[0]  # a band of claim lines under the axes
 
 
 def test_study_out_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):

@@ -219,7 +219,10 @@ def bugs_found(path: Path, columns: list[Column], links) -> BugsFound | None:
         raise BookError(str(exc)) from None
     entries: dict[str, Defect] = {}
     for x in found:
-        entry = entries.setdefault(x.heading, Defect(anchors.get(x.heading, ""), x.heading, [], x.defect))
+        title = markdown.plain(x.heading)  # the heading as rendered: a title with `code` or [links] keeps its id
+        if title not in anchors:
+            raise BookError(f"bugs-found.md: the Cells line of {x.heading!r} is under no level-2 heading the book can link to")
+        entry = entries.setdefault(x.heading, Defect(anchors[title], title, [], x.defect))
         entry.explains.append(x)
     return BugsFound(rendered.html, list(entries.values()))
 

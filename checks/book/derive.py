@@ -129,25 +129,52 @@ def assumptions(expressions) -> dict:
     return {"groups": shown, "free": free}
 
 
-def _symbols(identities, problems: list[str]) -> dict:
+def _symbols_of(expressions, problems: list[str]) -> dict:
+    """The assumptions of the symbols the page prints (the clause's, once working symbols are translated)."""
     try:
-        return assumptions([sp_expr for i in identities for sp_expr in _sympified(i)])
+        return assumptions(expressions)
     except Exception as exc:  # noqa: BLE001 - the verdict still shows; the page says what could not be printed
         problems.append(f"the symbols' assumptions could not be read ({type(exc).__name__}: {exc})")
         return {"groups": [], "free": []}
 
 
-def _sympified(identity):
+SIMPLIFY_LIMIT = 80  # operations in an expression the book simplifies to show what it reduces to (beyond: not shown)
+
+
+def _translated(expr, identity_notation: dict | None, proof_notation: dict):
+    """``expr`` in the clause's symbols: each working symbol replaced by its meaning (the identity's notation first,
+    keyed by symbol, then the proof's, keyed by name)."""
+    mapping = {}
+    for symbol in getattr(expr, "free_symbols", ()):
+        if identity_notation and symbol in identity_notation:
+            mapping[symbol] = identity_notation[symbol]
+        elif getattr(symbol, "name", None) in proof_notation:
+            mapping[symbol] = proof_notation[symbol.name]
+    return expr.xreplace(mapping) if mapping else expr
+
+
+def _simplified(expr):
+    """What SymPy simplifies ``expr`` to, or None when that is the expression itself (or it is too long to try)."""
     import sympy as sp
 
     try:
-        return [sp.sympify(identity.lhs), sp.sympify(identity.rhs)]
-    except (sp.SympifyError, TypeError):
-        return []
+        if not isinstance(expr, sp.Basic) or expr.is_Atom or sp.count_ops(expr) > SIMPLIFY_LIMIT:
+            return None
+        expr = expr.doit() if expr.has(sp.Derivative, sp.Sum) else expr
+        # a common denominator cancelled, then factored: what the proofs' rational identities reduce to (simplify's
+        # heuristics cost seconds an expression, and a book re-derives some 500 of them)
+        done = sp.factor(sp.cancel(sp.together(expr))) if not expr.has(sp.Min, sp.Max, sp.Piecewise) else expr
+    except Exception:  # noqa: BLE001 - a display nicety, never a verdict
+        return None
+    return None if done == expr else done
 
 
 def derive_one(proof_id: str) -> dict:
-    """Run one proof and return its verdict with the identities as MathML (plain data, picklable)."""
+    """Run one proof and return its verdict with the identities as MathML (plain data, picklable).
+
+    Each relation is printed in its clause's notation: ``shown`` where the proof states it (unsimplified, e.g. a
+    derivative before it is taken), else the decided sides with every working symbol replaced by its meaning; below
+    it, what the decided sides simplify to, so a reader sees what was reduced to what."""
     import sympy as sp
 
     from ...spec.proofs import PROOFS
@@ -162,19 +189,38 @@ def derive_one(proof_id: str) -> dict:
         chosen = list(enumerate(identities))[: SHOWN // 2] + list(enumerate(identities))[-(SHOWN - SHOWN // 2):]
     else:
         chosen = list(enumerate(identities))
-    shown, problems = [], []
+    shown, problems, displayed = [], [], []
     for index, item in chosen:
         try:
             lhs, rhs = sp.sympify(item.lhs), sp.sympify(item.rhs)
+            stated = tuple(sp.sympify(x) for x in item.shown) if item.shown else None
         except (sp.SympifyError, TypeError) as exc:
             problems.append(f"{item.label}: not a SymPy expression ({exc})")
             continue
-        if lhs.is_number and rhs.is_number and lhs == 0 and rhs == 0:
+        relation = RELATIONS.get(item.relation, item.relation)
+        if lhs.is_number and rhs.is_number and lhs == 0 and rhs == 0 and stated is None:
             # a difference computed exactly beforehand: the label says what it was
-            shown.append({"index": index, "label": item.label, "relation": item.relation, "exact_zero": True})
+            shown.append({"index": index, "label": item.label, "relation": relation, "exact_zero": True})
             continue
-        shown.append({"index": index, "label": item.label, "relation": RELATIONS.get(item.relation, item.relation),
-                      "lhs": _side(lhs), "rhs": _side(rhs)})
+        decided = tuple(_translated(x, item.notation, proof.notation) for x in (lhs, rhs))
+        statement = stated or decided
+        entry = {"index": index, "label": item.label, "relation": relation,
+                 "lhs": _side(statement[0]), "rhs": _side(statement[1])}
+        displayed += list(statement)
+        if item.where is not None:
+            entry["where"] = _side(item.where)
+            displayed.append(item.where)
+        if stated is not None and decided != stated and not all(x.is_number for x in decided):
+            entry["decided"] = {"lhs": _side(decided[0]), "rhs": _side(decided[1])}
+            displayed += list(decided)
+        translated = decided != (lhs, rhs)
+        # what the decided sides reduce to, where they are not already what the page states: a relation restated in the
+        # clause's notation, or written in working symbols (a plain identity is shown as it was decided)
+        simpler = [_simplified(x) for x in decided] if (stated is not None or translated) else [None, None]
+        if any(x is not None for x in simpler):
+            entry["simplified"] = {"lhs": _side(simpler[0] if simpler[0] is not None else decided[0]),
+                                   "rhs": _side(simpler[1] if simpler[1] is not None else decided[1])}
+        shown.append(entry)
     try:
         source = inspect.getsource(proof.function)
     except (OSError, TypeError):
@@ -183,7 +229,7 @@ def derive_one(proof_id: str) -> dict:
         "id": proof.id, "statement": proof.statement, "assumptions": proof.assumptions,
         "status": result.status, "steps": list(result.steps), "counterexample": result.counterexample,
         "identities": shown, "identity_count": len(identities),
-        "symbols": _symbols([i for _, i in chosen], problems), "problems": problems,
+        "symbols": _symbols_of(displayed, problems), "problems": problems,
         "module": proof.function.__module__, "function": proof.function.__name__, "source": source,
         "seconds": round(seconds, 3),
     }

@@ -44,6 +44,18 @@ def status(value: str, href: str | None = None, title: str | None = None) -> str
     return f'<span class="{cls}" title="{tip}">{e(label)}</span>'
 
 
+def upstream_label(url: str) -> str:
+    """A thread's name and number from its address: ``DLR-RM/stable-baselines3 issue #633``, ``pytorch/rl PR #2045``
+    (GitHub issues, pull requests and discussions); any other address is shown as its host and path."""
+    import re
+
+    found = re.match(r"https?://github\.com/([^/]+/[^/]+)/(issues|pull|discussions)/(\d+)", url)
+    if found:
+        kind = {"issues": "issue", "pull": "PR", "discussions": "discussion"}[found.group(2)]
+        return f"{found.group(1)} {kind} #{found.group(3)}"
+    return re.sub(r"^https?://(www\.)?", "", url).rstrip("/")
+
+
 def python(source: str) -> str:
     """Python source as escaped HTML with spans for keywords, strings, comments, numbers and names
     being defined; plain escaped text if it does not tokenize."""

@@ -42,6 +42,11 @@ def slug(text: str, seen: dict[str, int] | None = None) -> str:
     return base if count == 0 else f"{base}-{count}"
 
 
+def plain(text: str) -> str:
+    """Heading text as GitHub slugs it (and as ``Rendered.headings`` keeps it): markup and anchors removed."""
+    return _plain(text).strip()
+
+
 def _plain(text: str) -> str:
     """Heading text as GitHub slugs it: markup and anchors removed."""
     text = ANCHOR.sub("", text)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ...spec import catalogue, contract
 from .collect import BugsFound, Column, Mutant
-from .html import code, e, page, status
+from .html import code, e, page, status, upstream_label
+from .mathtext import render as mathtext
 from .markdown import _Inline
 from .markdown import slug as heading_slug
 
@@ -108,7 +109,7 @@ def index_page(book: Book, seconds_note: str = "") -> str:
     for ch in book.chapters:
         rows = "".join(
             f'<tr class="clause-row" data-id="{e(c.id)}" data-text="{e((c.id + " " + c.statement).lower())}">'
-            f'<td><a href="{clause_href(c.id)}"><code>{e(c.id)}</code></a></td><td>{e(c.statement)}</td>'
+            f'<td><a href="{clause_href(c.id)}"><code>{e(c.id)}</code></a></td><td>{mathtext(c.statement)}</td>'
             f'<td>{_proof_status(book, c)}</td><td>{_tally_html(book, c.id)}</td></tr>'
             for c in ch.clauses)
         parts.append(
@@ -202,13 +203,22 @@ def proof_html(proof: dict, heading: str = "h3") -> str:
         previous = item["index"]
         number = f' value="{item["index"] + 1}"'
         if item.get("exact_zero"):
-            shown.append(f'<li{number}><span class="label">{e(item["label"])}</span>: the difference, computed exactly, is '
+            shown.append(f'<li{number}><span class="label">{mathtext(item["label"])}</span>: the difference, computed exactly, is '
                          f'<math><mn>0</mn></math></li>')
             continue
-        notes = [s["why"] for s in (item["lhs"], item["rhs"]) if "why" in s]
+        sides = [item["lhs"], item["rhs"]] + [x for key in ("decided", "simplified") if key in item for x in item[key].values()]
+        notes = sorted({s["why"] for s in sides if "why" in s})
         note = f' <span class="muted">({e("; ".join(notes))}: shown as text)</span>' if notes else ""
-        shown.append(f'<li{number}><span class="label">{e(item["label"])}</span>{note}'
-                     f'{_math(_side(item["lhs"]) + "<mo>" + item["relation"] + "</mo>" + _side(item["rhs"]))}</li>')
+        relation = "<mo>" + item["relation"] + "</mo>"
+        where = ('<mspace width="1.5em"></mspace><mtext>where</mtext><mspace width="0.5em"></mspace>' + _side(item["where"])
+                 if "where" in item else "")
+        rows = [_math(_side(item["lhs"]) + relation + _side(item["rhs"]) + where)]
+        for key, words in (("decided", "decided in the proof's working symbols, translated into the clause's:"),
+                           ("simplified", "which SymPy simplifies to:")):
+            if key in item:
+                rows.append(f'<div class="derivation muted">{words}</div>'
+                            + _math(_side(item[key]["lhs"]) + relation + _side(item[key]["rhs"])))
+        shown.append(f'<li{number}><span class="label">{mathtext(item["label"])}</span>{note}{"".join(rows)}</li>')
     more = proof["identity_count"] - 1 - previous
     if more > 0:
         shown.append(f'<li class="gap muted">… {more} more of the same kind</li>')
@@ -217,8 +227,8 @@ def proof_html(proof: dict, heading: str = "h3") -> str:
     counter += "".join(f'<p class="muted">Not shown: {e(p)}</p>' for p in proof.get("problems", []))
     return (f'<div class="proof" id="proof-{e(proof["id"])}"><{heading}>Proof <code>{e(proof["id"])}</code> '
             f'{status(proof["status"], title="re-derived when this book was built")}</{heading}>'
-            f'<p class="statement">{e(proof["statement"])}</p>'
-            f'<p><strong>Assumptions.</strong> {e(proof["assumptions"])}</p>'
+            f'<p class="statement">{mathtext(proof["statement"])}</p>'
+            f'<p><strong>Assumptions.</strong> {mathtext(proof["assumptions"])}</p>'
             + (f'<p><strong>Symbols, as SymPy assumes them:</strong></p><ul class="symbols">{assumed}</ul>' if assumed else "")
             + (f'<p><strong>What it decides</strong> ({proof["identity_count"]} relation(s)):</p><ol class="identities">{"".join(shown)}</ol>'
                if shown else "")
@@ -319,11 +329,11 @@ def clause_page(book: Book, clause) -> str:
         for o in clause.operations)
     sources = "".join(f"<li>{_source_html(s, 1)}</li>" for s in clause.sources)
     body = [f'<p class="crumbs"><a href="../index.html">Clauses</a> › <a href="{chapter_href(chapter.name, 1)}">{e(chapter.title)}</a></p>',
-            f'<h1><code>{e(clause.id)}</code></h1>', f'<p class="lead statement">{e(clause.statement)}</p>',
+            f'<h1><code>{e(clause.id)}</code></h1>', f'<p class="lead statement">{mathtext(clause.statement)}</p>',
             f'<table class="kv"><tr><th>operation</th><td>{operations}</td></tr>'
             f'<tr><th>libraries</th><td>{_tally_html(book, clause.id)} <a href="#verdicts">verdicts</a> · '
             f'<a href="../dashboard.html#row-{e(clause.id)}">dashboard</a></td></tr>'
-            + (f'<tr><th>a failure most often means</th><td>{e(clause.likely_cause)}</td></tr>' if clause.likely_cause else "")
+            + (f'<tr><th>a failure most often means</th><td>{mathtext(clause.likely_cause)}</td></tr>' if clause.likely_cause else "")
             + (f'<tr><th>notes</th><td>{e(clause.notes)}</td></tr>' if clause.notes else "")
             + "</table>",
             f'<section id="sources"><h2>Sources</h2><ul>{sources}</ul></section>']
@@ -331,7 +341,7 @@ def clause_page(book: Book, clause) -> str:
         items = "".join(
             f'<li><a href="../bugs.html#bug-{e(b.id.lower())}">{e(b.id)}</a> <code>{e(b.name)}</code> '
             f'({e(b.library)}{" " + e(b.version) if b.version else ""}; {e(b.status)}): {e(b.mechanism)} '
-            + " ".join(f'<a href="{e(u)}">upstream</a>' for u in b.links) + "</li>" for b in clause.bug_entries)
+            + " ".join(f'<a class="upstream" href="{e(u)}">{e(upstream_label(u))}</a>' for u in b.links) + "</li>" for b in clause.bug_entries)
         body.append(f'<section id="bugs"><h2>Real bugs it targets</h2><ul>{items}</ul></section>')
     body.append(_conventions_html(book, clause))
     body.append(_known_answers_html(clause))
@@ -353,7 +363,7 @@ def clause_page(book: Book, clause) -> str:
     if studies:
         body.append('<section id="studies"><h2>Studies that illustrate it</h2><ul>' + "".join(
             f'<li><a href="{chapter_href(st["illustrates"].get("chapter", clause.chapter), 1)}#study-{e(st["study"])}">'
-            f'{e(st.get("title", st["study"]))}</a> {status("pass" if st.get("holds") else "fail", title="its claims, as the study judged them")}</li>'
+            f'{e(st.get("title", st["study"]))}</a> {status(_study_status(st), title="its claims, as the study judged them (refuted: a finding on the gridworld)")}</li>'
             for st in studies) + "</ul></section>")
     body.append(_verdicts_html(book, clause))
     return page(clause.id, "\n".join(b for b in body if b), depth=1)
@@ -361,6 +371,19 @@ def clause_page(book: Book, clause) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # chapter page
+
+
+def _claim_status(claim: dict) -> str:
+    """A study claim's badge: pass, refuted (a finding: not even the reference's run meets it), or fail (the candidate's)."""
+    if claim.get("holds"):
+        return "pass"
+    return "refuted" if claim.get("verdict", "refuted") == "refuted" else "fail"
+
+
+def _study_status(study: dict) -> str:
+    judged = [c for c in study.get("claims", []) if isinstance(c, dict) and not str(c.get("id", "")).startswith("reference:")]
+    statuses = {_claim_status(c) for c in judged} or {"pass" if study.get("holds") else "fail"}
+    return "fail" if "fail" in statuses else ("refuted" if "refuted" in statuses else "pass")
 
 
 def _figure_html(fig: dict, depth: int) -> str:
@@ -374,7 +397,7 @@ def _figure_html(fig: dict, depth: int) -> str:
 def chapter_page(book: Book, chapter) -> str:
     ops = [o for o in contract.operations().values() if o.chapter == chapter.name]
     rows = "".join(
-        f'<tr><td><a href="{clause_href(c.id, 1)}"><code>{e(c.id)}</code></a></td><td>{e(c.statement)}</td>'
+        f'<tr><td><a href="{clause_href(c.id, 1)}"><code>{e(c.id)}</code></a></td><td>{mathtext(c.statement)}</td>'
         f'<td>{_proof_status(book, c)}</td><td>{_tally_html(book, c.id)}</td></tr>' for c in chapter.clauses)
     body = [f'<p class="crumbs"><a href="../index.html">Clauses</a></p><h1>{e(chapter.title)}</h1>',
             f'<p class="muted">Chapter <code>{e(chapter.name)}</code>: {len(chapter.clauses)} clauses, '
@@ -398,7 +421,7 @@ def chapter_page(book: Book, chapter) -> str:
 def _study_html(study: dict) -> str:
     clauses = ", ".join(f'<a href="../clauses/{e(c)}.html"><code>{e(c)}</code></a>' for c in study["illustrates"].get("clauses", []))
     claims = "".join(
-        f'<li>{status("pass" if c.get("holds") else "fail", title="the study judged it")} {e(c.get("statement", ""))} '
+        f'<li>{status(_claim_status(c), title="the study judged it (refuted: it does not hold on the reference either)")} {e(c.get("statement", ""))} '
         f'<span class="muted">{e(c.get("measured", ""))}</span></li>' for c in study.get("claims", []) if isinstance(c, dict))
     figure = (f'<img src="../figures/studies/{e(study["figure"])}" alt="{e(study.get("title", ""))}">'
               if study.get("_figure_path") else "")
@@ -575,7 +598,7 @@ def bugs_page(book: Book) -> str:
         facts = [f"{e(b.library)}{' ' + e(b.version) if b.version else ''}", f"status {e(b.status)}"]
         if b.fixed_in:
             facts.append(f"fixed in {e(b.fixed_in)}")
-        links = " ".join(f'<a href="{e(u)}">{e(u)}</a>' for u in b.links) or (
+        links = ", ".join(f'<a class="upstream" href="{e(u)}">{e(upstream_label(u))}</a>' for u in b.links) or (
             '<span class="muted">not reported upstream; found by rlspec (<a href="bugs-found.html">defects found</a>)</span>'
             if b.found_by_rlspec else '<span class="muted">no upstream link</span>')
         caught = ", ".join(f'<a href="clauses/{e(c)}.html"><code>{e(c)}</code></a>' for c in cited[b.id]) or '<span class="muted">no clause yet</span>'

@@ -18,10 +18,9 @@ from hypothesis import strategies as st
 
 from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
-from ..kl_estimators import exact, expectation_tolerance, kl_divergence, per_sample_tolerance
+from ..kl_estimators import exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
 from ..registry import check
 from ..strategies import kl as draws
-from ..strategies import rounded
 from ..tolerances import U64
 from ...spec import contract
 
@@ -34,28 +33,7 @@ REVERSED = {kind: contract.known_answer(f"kl.known-reversed-{kind}") for kind in
 EXPECTATION = "sum exp(logp_sampler) estimates"  # the derived number: E_sampler[k]
 
 
-# ---------------------------------------------------------------------------------------------
-# calling the candidate under its declared argument order
-
-def argument_order(ctx) -> str:
-    """kl_estimate_arguments: which argument receives the sampler's log-probabilities."""
-    return ctx.convention("kl_estimate_arguments")
-
-
-def run_kl(ctx, logp_sampler, logp_other, kind: str, *, allow_nonfinite: bool = False):
-    """Per-sample estimates of KL(sampler || other): ``(estimates, call, a, b)``, a and b as passed."""
-    a, b = rounded(logp_sampler, ctx.dtype), rounded(logp_other, ctx.dtype)
-    if argument_order(ctx) == "sampler, other":
-        args = {"logp_sampler": a, "logp_other": b, "kind": kind}
-    else:  # declared: the first argument is the other distribution, the second the sampler
-        args = {"logp_sampler": b, "logp_other": a, "kind": kind}
-    call = ctx.call("kl_estimate", args, shape=a.shape, allow_nonfinite=allow_nonfinite)
-    return call.outputs[0], call, a, b
-
-
-def order_note(ctx) -> str:
-    order = argument_order(ctx)
-    return "" if order == "sampler, other" else f" (declared argument order: {order})"
+# calling the candidate under its declared argument order: rlspec.checks.kl_estimators.run_kl
 
 
 def check_per_sample(ctx, kind, logp_sampler, logp_other, *, what="", cause=""):

@@ -54,9 +54,9 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .. import protocol
 from ..assertions import ClauseFailure, assert_close, matches
 from ..protocol import CandidateError
+from ..cql import run_cql
 from ..registry import check
 from ...spec import contract
 from ..kl_estimators import ELEMENTARY  # exp and log, in units of u
@@ -119,27 +119,6 @@ def logsumexp_error(t, L, u) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # cql_penalty
-
-
-def run_cql(ctx, q, actions, alpha):
-    """``(penalty, call, q)``: the candidate's (B,) penalty, the call, and Q as the candidate received it.
-    Actions reach the candidate as int64 tensors (the suite's conversion would make them floats)."""
-    q = rounded(q, ctx.dtype)
-    actions = np.asarray(actions, dtype=np.int64)
-    candidate = ctx.candidate
-    function = candidate.operations["cql_penalty"]
-
-    def with_integer_actions(q_values, actions, alpha):
-        return function(q_values=q_values, actions=actions.long(), alpha=alpha)
-
-    ctx.candidate = dataclasses.replace(candidate, operations={**candidate.operations, "cql_penalty": with_integer_actions})
-    try:
-        call = ctx.call("cql_penalty", {"q_values": q, "actions": actions.astype(np.float64), "alpha": alpha}, array="torch",
-                        requires_grad=("q_values",), shape=(q.shape[0],), allow_nonfinite=True)
-    finally:
-        ctx.candidate = candidate
-    call.code = protocol.format_call("cql_penalty", {"q_values": q.astype(ctx.dtype), "actions": actions, "alpha": alpha})
-    return call.outputs[0], call, q
 
 
 def cql_oracle(q, actions, alpha):

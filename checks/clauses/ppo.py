@@ -50,6 +50,7 @@ from ..clipping import (
 )
 from ..gradients import leaf_gradient
 from ..protocol import CandidateError, captured_output, describe
+from .. import standardise
 from ..registry import check
 from ..strategies import ppo as draws
 from ..strategies import normal_floats, rounded
@@ -438,45 +439,13 @@ def value_loss_clipped(ctx):
 
 
 def normalised(A, conv: Conventions):
-    """The declared normalisation of ``A`` (float64)."""
-    n = len(A)
-    centred = A - A.mean()
-    variance = float(np.sum(centred**2)) / max(n - conv.advantage_std_ddof, 1)
-    eps = conv.advantage_eps
-    if conv.advantage_eps_form == "var":
-        scale = math.sqrt(variance + eps)
-    elif conv.advantage_eps_form == "clamp":
-        scale = max(math.sqrt(variance), eps)
-    else:
-        scale = math.sqrt(variance) + eps
-    return centred / scale, scale
+    """The declared normalisation of ``A`` (float64): ``rlspec.checks.standardise.normalised``."""
+    return standardise.normalised(A, conv.advantage_std_ddof, conv.advantage_eps, conv.advantage_eps_form)
 
 
 def normalisation_tolerance(A, conv: Conventions, u):
-    """Per-element bound on |computed - exact| for (A - mean) / scale.
-
-    With M = max |A|, n elements and s the exact scale:
-      mean: |d mean| <= n u M (any summation order), so each centred value c_i = A_i - mean is off
-            by e_c <= (n + 2) u M (the mean's error, the subtraction's rounding);
-      variance sum c^2: relative error <= 2 e_c / |c|... bounded absolutely by
-            sum (2 |c_i| e_c + e_c^2) + n u sum c_i^2, so the std (a square root halves relative
-            errors) is off by <= d_s = (sum (2 |c_i| e_c + e_c^2) / (2 s'^2) + (n + 2) u) s'
-            with s' = the exact std (0 if all equal);
-      the result c_i / s: <= e_c / s + |c_i / s| (d_s / s + 2 u).
-    Doubled for the float64 oracle and first order in u.
-    """
-    n = len(A)
-    M = float(np.max(np.abs(A))) if n else 0.0
-    out, scale = normalised(A, conv)
-    centred = A - A.mean()
-    e_c = (n + 2) * u * M + 4 * smallest_normal(u)  # underflow loses up to eta per operation
-    std = math.sqrt(float(np.sum(centred**2)) / max(n - conv.advantage_std_ddof, 1))
-    if std > 0:
-        d_std = (float(np.sum(2 * np.abs(centred) * e_c + e_c**2)) / (2 * std**2 * max(n - conv.advantage_std_ddof, 1)) + (n + 2) * u) * std
-    else:
-        d_std = math.sqrt(n * e_c**2)
-    d_scale = d_std if conv.advantage_eps_form != "var" else d_std * std / scale if scale > 0 else d_std
-    return 2 * (e_c / scale + np.abs(out) * (d_scale / scale + 2 * u)) + TINY
+    """Per-element bound on |computed - exact| (``rlspec.checks.standardise.normalisation_tolerance``)."""
+    return standardise.normalisation_tolerance(A, conv.advantage_std_ddof, conv.advantage_eps, conv.advantage_eps_form, u)
 
 
 def check_normalisation(ctx, advantages, what):

@@ -1,5 +1,5 @@
 """Strategies for the gridworld chapter: tabular policies (as logits the chapter rounds to a dyadic softmax:
-``rlspec.checks.clauses.gridworld.dyadic_policy``), trace factors and critics over every cell of
+``rlspec.checks.tabular.dyadic_policy``), trace factors and critics over every cell of
 ``rlspec.reference.gridworld.GRIDWORLD``."""
 
 from __future__ import annotations

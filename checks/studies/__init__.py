@@ -14,7 +14,9 @@ study is one module here with
 A candidate that provides a study's operations is studied beside the reference ("candidate" and
 "reference" subjects, the claims judged on the candidate's run); one that provides none of them
 gets the reference's run and a note saying so. Claims that do not hold are reported as measured:
-no study is tuned until it agrees.
+no study is tuned until it agrees. A claim that does not hold on the reference's own run is *refuted*, a
+finding about the published claim on rlspec's MDP; one that holds there but not on a candidate's run is the
+candidate's difference. Only the second makes ``rlspec study`` exit 1.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from ._core import DEFAULT, SMALL, Claim, StudyError, StudyResult, Table, quiet_torch
+from ._core import CANDIDATE_DIFFERS, DEFAULT, HOLDS, REFUTED, SMALL, Claim, StudyError, StudyResult, Table, quiet_torch
 
 NAMES = ("clip-fraction", "baseline-ablation", "kl-penalty-vs-clip", "lambda-bake-off", "explained-variance", "stale-logp-old")
 
@@ -74,7 +76,9 @@ def run(name: str, candidate=None, seeds: int | None = None, size: str = DEFAULT
             by_subject["candidate"] = study.measure({**reference_ops, **provided}, seeds, parameters)
         by_subject["reference"] = study.measure(reference_ops, seeds, parameters)
     judged = "candidate" if provided else "reference"
-    claims = [Claim(**{**vars(c), "id": c.id if subject == judged else f"reference:{c.id}"})
+    on_reference = {c.id: c.holds for c in study.claims(by_subject["reference"])}
+    verdict = lambda c: HOLDS if c.holds else (REFUTED if not on_reference.get(c.id, False) else CANDIDATE_DIFFERS)
+    claims = [Claim(**{**vars(c), "id": c.id if subject == judged else f"reference:{c.id}", "verdict": verdict(c)})
               for subject in ([judged] + (["reference"] if provided else [])) for c in study.claims(by_subject[subject])]
     result = StudyResult(
         study=name, title=study.TITLE, illustrates=study.ILLUSTRATES, sources=list(study.SOURCES), candidate=spec,
@@ -90,11 +94,12 @@ def run(name: str, candidate=None, seeds: int | None = None, size: str = DEFAULT
 def write(result: StudyResult, study: ModuleType, by_subject: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     png = out / f"{result.study}.png"
-    study.figure(by_subject, png)
+    study.figure(by_subject, png, claims=[c for c in result.claims if not c.id.startswith("reference:")])
     result.figure = png.name
     path = out / f"{result.study}.json"
     path.write_text(result.to_json(), encoding="utf-8")
     return [path, png]
 
 
-__all__ = ["NAMES", "DEFAULT", "SMALL", "Claim", "StudyError", "StudyResult", "Table", "module", "run", "studies"]
+__all__ = ["NAMES", "DEFAULT", "SMALL", "HOLDS", "REFUTED", "CANDIDATE_DIFFERS", "Claim", "StudyError", "StudyResult", "Table",
+           "module", "run", "studies"]

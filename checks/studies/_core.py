@@ -25,9 +25,21 @@ class StudyError(Exception):
     unusable. The message is one line."""
 
 
+HOLDS, REFUTED, CANDIDATE_DIFFERS = "holds", "refuted", "candidate-differs"
+VERDICT_WORDS = {
+    HOLDS: "holds",
+    REFUTED: "REFUTED (a finding: the published claim does not hold on rlspec's gridworld, the reference's run included)",
+    CANDIDATE_DIFFERS: "CANDIDATE DIFFERS (the claim holds on the reference's run, not on the candidate's)",
+}
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One published claim, the criterion that decides it, and what was measured."""
+    """One published claim, the criterion that decides it, and what was measured.
+
+    ``verdict``: ``holds``; ``refuted``, a finding about the claim (it does not hold on the reference's own run, so
+    rlspec's MDP is a counterexample to it as published); ``candidate-differs``, a finding about the candidate (the
+    claim holds on the reference's run and not on the candidate's). Only the last is the candidate's failure."""
 
     id: str  # stable within its study, e.g. "first-minibatch-zero"
     statement: str  # the claim in words
@@ -35,9 +47,11 @@ class Claim:
     criterion: str  # the explicit statistical or exact rule that decides it
     holds: bool
     measured: str  # the numbers behind the verdict, whether it holds or not
+    verdict: str = ""  # set by studies.run: holds, refuted or candidate-differs
 
     def line(self) -> str:
-        return f"  {'holds' if self.holds else 'DOES NOT HOLD'}  {self.statement}\n        criterion: {self.criterion}\n        measured: {self.measured}"
+        word = VERDICT_WORDS.get(self.verdict or (HOLDS if self.holds else REFUTED))
+        return f"  {word}\n        claim: {self.statement}\n        criterion: {self.criterion}\n        measured: {self.measured}"
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,16 @@ class StudyResult:
         """The judged subject's claims all hold (a reference run shown beside a candidate's does not count)."""
         return all(c.holds for c in self.claims if not c.id.startswith("reference:"))
 
+    @property
+    def findings(self) -> list[Claim]:
+        """The judged claims refuted on rlspec's gridworld: they do not hold on the reference's run either."""
+        return [c for c in self.claims if not c.id.startswith("reference:") and c.verdict == REFUTED]
+
+    @property
+    def differences(self) -> list[Claim]:
+        """The judged claims the candidate breaks: they hold on the reference's run, not on the candidate's."""
+        return [c for c in self.claims if not c.id.startswith("reference:") and c.verdict == CANDIDATE_DIFFERS]
+
     def to_json(self) -> str:
         from ..engine import VERSION
 
@@ -100,7 +124,8 @@ class StudyResult:
             "sources": self.sources, "candidate": self.candidate, "operations": self.operations,
             "seeds": self.seeds, "size": self.size, "settings": self.settings,
             "table": {"columns": list(self.table.columns), "rows": [list(r) for r in self.table.rows]},
-            "claims": [asdict(c) for c in self.claims], "holds": self.holds, "notes": self.notes,
+            "claims": [asdict(c) for c in self.claims], "holds": self.holds,
+            "findings": [c.id for c in self.findings], "candidate_differs": [c.id for c in self.differences], "notes": self.notes,
             "figure": self.figure, "data": self.data,
         }
         return json.dumps(_plain(payload), indent=1, sort_keys=False, allow_nan=False) + "\n"

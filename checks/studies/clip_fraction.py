@@ -27,7 +27,8 @@ from ._core import Claim, StudyError, Table, fmt_mean, mean_se, sign_flip_p
 
 NAME = "clip-fraction"
 TITLE = "clip fraction per epoch for 1, 4 and 16 epochs of PPO on the gridworld"
-ILLUSTRATES = {"chapter": "ppo", "clauses": ["PPO-UPDATE-FIRST-RATIOS-ONE", "PPO-CLIP-GRADIENT-TABLE", "PPO-UPDATE-KL-EARLY-STOP"]}
+ILLUSTRATES = {"chapter": "ppo", "clauses": ["PPO-UPDATE-FIRST-RATIOS-ONE", "PPO-CLIP-GRADIENT-TABLE", "PPO-UPDATE-KL-EARLY-STOP",
+                                            "PPO-PESSIMISTIC-BOUND"]}
 SOURCES = [
     "Schulman, Wolski, Dhariwal, Radford & Klimov, Proximal Policy Optimization Algorithms, arXiv:1707.06347, §3 (clipped surrogate, r(theta_old) = 1)",
     "Huang, Dossa, Raffin, Kanervisto & Wang, The 37 Implementation Details of Proximal Policy Optimization, ICLR Blog Track 2022 (debug variables clipfrac, approx_kl)",
@@ -113,6 +114,19 @@ def claims(m: dict) -> list[Claim]:
             "later-epochs-above-0.3", f"in the later epochs of 16 (the last {LATER}) the clip fraction is above {THRESHOLD}", SOURCES[1],
             f"per-seed mean clip fraction over epochs {16 - LATER + 1}-16 exceeds {THRESHOLD}: one-sided sign-flip test, p < {ALPHA}",
             p < ALPHA, f"clip fraction {fmt_mean(later)}, p = {p:.2g}"))
+        # the clip does not bound the KL (theory.clip_does_not_bound_kl): once the clip fraction has stopped rising, the
+        # exact KL(pi_old || pi) keeps growing with the epochs
+        kl16 = np.asarray(runs["16"]["kl"])  # (seeds, 16)
+        peak = int(np.argmax(cf16.mean(axis=0)))
+        growth = kl16[:, -1] - kl16[:, peak]
+        p = sign_flip_p(growth)
+        out.append(Claim(
+            "kl-grows-past-clip", "the clip does not bound the KL: after the clip fraction peaks, the exact KL(pi_old || pi) "
+            "keeps growing with the epochs", SOURCES[1],
+            f"per seed, exact KL after epoch 16 minus exact KL after the epoch of the highest mean clip fraction is > 0: "
+            f"one-sided sign-flip test, p < {ALPHA}", peak < 15 and p < ALPHA,
+            f"clip fraction peaks at epoch {peak + 1}; KL there {float(kl16[:, peak].mean()):.3g}, after epoch 16 "
+            f"{float(kl16[:, -1].mean()):.3g} (growth {fmt_mean(growth)}, p = {p:.2g})"))
     return out
 
 
@@ -147,7 +161,7 @@ def _draw(axes, by_subject):
         ax.legend(fontsize=6)
 
 
-def figure(by_subject: dict, path):
+def figure(by_subject: dict, path, claims=()):
     from ._plot import render
 
-    return render(_draw, by_subject, path)
+    return render(_draw, by_subject, path, claims=claims)

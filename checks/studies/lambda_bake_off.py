@@ -154,7 +154,7 @@ def _draw(axes, by_subject):
         ax.legend(fontsize=6, title=f"V = c V^pi + noise", title_fontsize=6)
 
 
-def figure(by_subject: dict, path):
+def figure(by_subject: dict, path, claims=()):
     from ._plot import render
 
-    return render(_draw, by_subject, path, columns=3, width=11.0)
+    return render(_draw, by_subject, path, columns=3, width=11.0, claims=claims)

@@ -198,7 +198,7 @@ def _draw(axes, by_subject):
         ax.legend(fontsize=6)
 
 
-def figure(by_subject: dict, path):
+def figure(by_subject: dict, path, claims=()):
     from ._plot import render
 
-    return render(_draw, by_subject, path)
+    return render(_draw, by_subject, path, claims=claims)

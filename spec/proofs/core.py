@@ -21,12 +21,22 @@ PROVED, REFUTED, INCONCLUSIVE = "proved", "refuted", "inconclusive"
 
 class Identity(NamedTuple):
     """One relation a proof decided, kept as SymPy expressions so it can be shown as mathematics
-    (``rlspec book`` prints ``lhs relation rhs`` as MathML, the symbols' assumptions beside it)."""
+    (``rlspec book`` prints ``lhs relation rhs`` as MathML, the symbols' assumptions beside it).
+
+    ``lhs`` and ``rhs`` are what was decided, often in a proof's working symbols (a region of the clip
+    written with positive parameters, probabilities with the last one eliminated). ``shown`` is the same
+    relation in the clause's own notation, unsimplified (``r d/dr L_clip``, not what it simplified to),
+    and ``where`` the condition it holds under, in the clause's symbols; ``notation`` maps each working
+    symbol to its meaning in the clause's symbols (``e -> 1/epsilon - 1``), so the book can print what the
+    decided sides simplify to in the clause's notation."""
 
     label: str
     lhs: Any
     rhs: Any
     relation: str = "="  # "=", ">", ">=", "!="
+    shown: Any = None  # (lhs, rhs) as the clause writes them, or None: lhs and rhs with ``notation`` applied
+    where: Any = None  # a SymPy condition (Relational, And) in the clause's symbols, or None
+    notation: Any = None  # {working symbol: expression in the clause's symbols}, or None
 
 
 @dataclass
@@ -47,6 +57,7 @@ class Proof:
     statement: str
     assumptions: str
     function: Callable[..., ProofResult]
+    notation: dict = field(default_factory=dict)  # {working symbol's name: its meaning in the clause's symbols}
 
     def __call__(self, **overrides) -> ProofResult:
         try:
@@ -58,13 +69,18 @@ class Proof:
 PROOFS: dict[str, Proof] = {}
 
 
-def proof(proof_id: str, *, statement: str, assumptions: str):
-    """Register a proof function under ``proof_id`` (referenced by clauses' ``proofs`` field)."""
+def proof(proof_id: str, *, statement: str, assumptions: str, notation: dict | None = None):
+    """Register the decorated proof function under ``proof_id`` (referenced by clauses' ``proofs`` field).
+
+    ``notation`` maps a working symbol's name (``e0``, a softmax's exp(z_0)) to its meaning in the clause's symbols
+    (``exp(z_0)``): the book prints every relation the proof decided in the clause's notation. An identity's own
+    ``notation`` (a region of the clip written with positive parameters) takes precedence."""
 
     def register(function):
         if proof_id in PROOFS:
             raise ValueError(f"duplicate proof id {proof_id}")
-        PROOFS[proof_id] = Proof(proof_id, " ".join(statement.split()), " ".join(assumptions.split()), function)
+        PROOFS[proof_id] = Proof(proof_id, " ".join(statement.split()), " ".join(assumptions.split()), function,
+                                 dict(notation or {}))
         return function
 
     return register
@@ -119,6 +135,18 @@ def combine(results: list[ProofResult]) -> ProofResult:
         if bad:
             return ProofResult(status, steps, bad[0].counterexample, decided)
     return ProofResult(PROVED, steps, identities=decided)
+
+
+def restate(result: ProofResult, *, shown=None, where=None, notation=None) -> ProofResult:
+    """``result`` with its identities put in the clause's notation (see :class:`Identity`): ``shown`` is one
+    ``(lhs, rhs)`` for a result that decided one relation; ``where`` and ``notation`` apply to every identity."""
+    if shown is not None and len(result.identities) != 1:
+        raise ValueError(f"restate(shown=...) needs one identity, got {len(result.identities)}")
+    result.identities = [i._replace(shown=tuple(shown) if shown is not None else i.shown,
+                                    where=where if where is not None else i.where,
+                                    notation=dict(notation) if notation is not None else i.notation)
+                         for i in result.identities]
+    return result
 
 
 def run(proof_id: str, **overrides) -> ProofResult:

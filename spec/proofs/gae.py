@@ -72,6 +72,7 @@ def mixture_weight(n_, lam_):
 
 @proof(
     "gae.geometric_collapse",
+    notation={"x": 1 / lam - 1},
     statement="""(1 - lambda) sum_{n>=1} lambda^(n-1) A^(n)_t = sum_{l>=0} (gamma lambda)^l delta_{t+l}:
     the coefficient of gamma^l delta_{t+l}, collected over every A^(n) with n > l, is the geometric
     tail sum_{n>l} (1 - lambda) lambda^(n-1) = lambda^l.""",

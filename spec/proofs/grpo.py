@@ -27,6 +27,11 @@ import sympy as sp
 from .core import PROVED, Identity, ProofResult, combine, identity, proof
 from .pg import all_of, nonzero, rational_identity
 
+# the working symbols p_i, q_i (probabilities of outcome i) as the clauses write them: pi(y_i), pi_ref(y_i)
+POLICY_NOTATION = {**{f"p{i}": sp.Symbol(f"pi_{i}", positive=True) for i in range(8)},
+                   **{f"q{i}": sp.Symbol(f"pi^ref_{i}", positive=True) for i in range(8)}}
+
+
 # ---------------------------------------------------------------------------------------------
 # group baselines
 
@@ -97,6 +102,7 @@ def _leave_one_out_unbiased(advantage=leave_one_out) -> ProofResult:
 
 @proof(
     "grpo.leave_one_out_unbiased",
+    notation=POLICY_NOTATION,
     statement="""The leave-one-out baseline is unbiased: with G independent draws from pi and A_i = r_i -
     mean_{j != i} r_j, E[sum_i A_i grad log pi(y_i)] = G E[R(y) grad log pi(y)] = G grad J exactly, because the
     baseline of sample i is a function of the other samples only, independent of y_i, and the score has mean
@@ -136,6 +142,7 @@ def _group_mean_scales(advantage=group_mean) -> ProofResult:
 
 @proof(
     "grpo.group_mean_scales_leave_one_out",
+    notation=POLICY_NOTATION,
     statement="""The group mean as a baseline is the leave-one-out baseline scaled: r_i - mean_j r_j =
     (1 - 1/G)(r_i - mean_{j != i} r_j) sample by sample, for every G >= 2, so E[sum_i (r_i - mean_j r_j) grad
     log pi(y_i)] = (G - 1) grad J exactly: the direction is unbiased and the magnitude is (1 - 1/G) times the
@@ -291,6 +298,7 @@ def _kl_penalty_gradients(derivatives=None) -> ProofResult:
 
 @proof(
     "grpo.kl_penalty_gradients",
+    notation=POLICY_NOTATION,
     statement="""Each estimator of KL(pi || pi_ref) used as a loss on tokens drawn from pi = softmax(theta),
     with the sampling weights held fixed: sum_y pi(y) grad_theta k(y) is 0 for k1, grad KL(pi || pi_ref) for
     k2 (d k2 / d log pi = log pi - log pi_ref), and grad KL(pi_ref || pi) = pi - pi_ref for k3

@@ -23,6 +23,7 @@ from .. import contract
 from .core import INCONCLUSIVE, PROVED, ProofResult, combine, identity, proof
 from .pg import all_of, nonzero, rational_identity
 
+EXP_Q = {f"e{i}": sp.exp(sp.Symbol(f"Q{i}")) for i in range(8)}  # the working symbols e_i = exp(Q_i), as the book prints them
 ACTION_COUNTS = range(2, 6)
 
 
@@ -107,6 +108,7 @@ def _logsumexp_penalty_bounds(log_partition=exact_log_partition) -> ProofResult:
 
 @proof(
     "offline.logsumexp_penalty_bounds",
+    notation=EXP_Q,
     statement="""CQL(H)'s penalty logsumexp_a Q(s, a) - Q(s, a_data): (i) its expectation over dataset actions
     a ~ nu is KL(nu || softmax Q) + H(nu) >= 0, for every nu (no assumption on the data: the soft maximum is
     above every average of Q); (ii) per sample, logsumexp Q - max Q = log(1 + sum_{a != a*} exp(Q_a - max Q)) lies
@@ -331,6 +333,7 @@ def _expectile_minimiser(weight=expectile_weight) -> ProofResult:
 
 @proof(
     "offline.expectile_minimiser",
+    notation={"s": sp.Symbol("tau", positive=True) / (1 - sp.Symbol("tau", positive=True))},  # tau = s / (1 + s)
     statement="""The expected expectile loss E[|tau - 1(X - m < 0)| (X - m)^2] over a discrete distribution of targets X is
     piecewise quadratic and strictly convex in the prediction m, with derivative -2 (tau E[(X - m)_+] - (1 - tau)
     E[(m - X)_+]); its unique minimiser is the tau-expectile, on its piece the weighted mean of the targets with

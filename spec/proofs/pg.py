@@ -14,6 +14,11 @@ import sympy as sp
 
 from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
 
+# The softmax's working symbols in the clause's notation: e_i = exp(z_i) (logits z), and, for the second step of
+# pg.past_rewards_zero_gradient, f{s}_{a} = exp of the logit of action a at the second state s.
+SOFTMAX_NOTATION = {f"e{i}": sp.exp(sp.Symbol(f"z{i}")) for i in range(8)}
+SOFTMAX_NOTATION.update({f"f{s}_{i}": sp.exp(sp.Symbol(f"zeta_{s}{i}")) for s in range(8) for i in range(8)})
+
 MIN_ACTIONS, MAX_ACTIONS = 2, 6
 
 
@@ -77,6 +82,7 @@ def softmax_score(a: int, b: int, pi):
 
 @proof(
     "pg.score_zero_mean",
+    notation=SOFTMAX_NOTATION,
     statement="""For a softmax policy with n logits z, grad_z log pi(a) = e_a - pi, and the score has zero
     expectation: sum_a pi(a) grad_z log pi(a) = pi - (sum_a pi(a)) pi = 0.""",
     assumptions="""Finite action set, pi = softmax(z), so sum_a pi(a) = 1. For every n symbolically (a
@@ -109,6 +115,7 @@ def state_baseline(a: int, Q, b):
 
 @proof(
     "pg.baseline_unbiased",
+    notation=SOFTMAX_NOTATION,
     statement="""Subtracting a state-dependent baseline b(s) leaves the expected gradient unchanged:
     sum_a pi(a) grad log pi(a) (Q(a) - b) = sum_a pi(a) grad log pi(a) Q(a), for softmax policies.""",
     assumptions="""b does not depend on the action; Q(a) and b arbitrary reals. Softmax with n = 2..6
@@ -161,6 +168,7 @@ def reward_before(a0: int, a1: int, r0):
 
 @proof(
     "pg.past_rewards_zero_gradient",
+    notation=SOFTMAX_NOTATION,
     statement="""Rewards collected before step t contribute zero expected gradient at step t:
     E[grad log pi(a_1|s_1) r_0] = 0 when r_0 depends on (s_0, a_0) only, because conditioned on the
     history r_0 is a constant and the score at step 1 has zero mean (reward-to-go, Sutton & Barto 2018 §13.3).""",

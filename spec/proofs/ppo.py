@@ -24,7 +24,7 @@ import random
 import sympy as sp
 
 from .. import contract
-from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate
 
 r, A, eps, c = sp.symbols("r A epsilon c", real=True)
 e, a, s, w, t = sp.symbols("e a s w t", positive=True)
@@ -39,6 +39,28 @@ REGIONS = {
     "r > 1 + eps": 1 + EPS + s,
 }
 SIGNS = {"A > 0": a, "A < 0": -a}
+
+# What each working symbol means in the clause's symbols (r, A, epsilon, c), region by region: the book prints the
+# relations in r, A and epsilon, with the region as the condition (spec.proofs.core.Identity.notation).
+REGION_MEANING = {
+    "r < 1 - eps": ({s: (1 - eps) / r - 1}, lambda: r < 1 - eps),
+    "r = 1 - eps": ({}, lambda: sp.Eq(r, 1 - eps)),
+    "1 - eps < r < 1 + eps": ({w: (r - 1 + eps) / (1 + eps - r)}, lambda: sp.And(1 - eps < r, r < 1 + eps)),
+    "r = 1 + eps": ({}, lambda: sp.Eq(r, 1 + eps)),
+    "r > 1 + eps": ({s: r - 1 - eps}, lambda: r > 1 + eps),
+    "1 + eps < r < c": ({w: (r - 1 - eps) / (c - r)}, lambda: sp.And(1 + eps < r, r < c)),
+    "r = c": ({}, lambda: sp.Eq(r, c)),
+    "r > c": ({s: r - c}, lambda: r > c),
+}
+
+
+def region_notation(label: str) -> tuple[dict, object]:
+    """``(notation, where)`` of a region label such as ``"A > 0, r < 1 - eps"``: e = 1/eps - 1, a = |A|, and the
+    region's own parameter (s or w) as a function of r; ``where`` the region as a SymPy condition."""
+    sign, region = label.split(", ", 1)
+    meaning, condition = REGION_MEANING[region]
+    notation = {e: (1 - eps) / eps, a: A if sign == "A > 0" else -A, t: c - 1 - eps, **meaning}
+    return notation, sp.And(A > 0 if sign == "A > 0" else A < 0, condition())
 
 
 def clip_objective(r_, A_, eps_):
@@ -141,7 +163,9 @@ def clip_pessimistic_bound(objective=clip_objective) -> ProofResult:
         steps = []
         for label, r_value, A_value, branch in _regions(objective):
             gap = (r * A - branch).xreplace({r: r_value, A: A_value, eps: EPS})
-            steps.append(nonnegative(gap, f"{label}: r A - L_clip >= 0"))
+            notation, where = region_notation(label)
+            steps.append(restate(nonnegative(gap, f"{label}: r A - L_clip >= 0"), shown=(r * A - objective(r, A, eps), sp.Integer(0)),
+                                 where=where, notation=notation))
         return combine(steps)
 
     return _guarded(body)
@@ -194,7 +218,9 @@ def clip_gradient_table(objective=clip_objective) -> ProofResult:
                 continue  # the boundaries: a kink, not a row of the table
             expected = r * A if LIVE[key] else sp.Integer(0)
             derivative = log_derivative(branch).xreplace({r: r_value, A: A_value, eps: EPS})
-            steps.append(identity(derivative, expected.xreplace({r: r_value, A: A_value}), f"{label}: d L_clip / d log pi"))
+            notation, where = region_notation(label)
+            steps.append(restate(identity(derivative, expected.xreplace({r: r_value, A: A_value}), f"{label}: d L_clip / d log pi"),
+                                 shown=(r * sp.Derivative(objective(r, A, eps), r), expected), where=where, notation=notation))
         base = objective(r, A, eps)
         eps_value, rows = table_values()
         for A_value, r_value, gradient in rows:
@@ -276,13 +302,17 @@ def dual_clip_floor(objective=dual_clip_objective) -> ProofResult:
                 point = {r: r_value, A: A_value, eps: EPS, c: c_value}
                 branch = resolve(dual, point)
                 label = f"{sign_label}, {region_label}"
+                notation, where = region_notation(label)
                 if region_label == "r > c":
-                    expected = c_value * A_value
+                    expected, stated = c_value * A_value, c * A
                     derivative = log_derivative(branch).xreplace(point)
-                    steps.append(identity(derivative, 0, f"{label}: d objective / d log pi = 0"))
+                    steps.append(restate(identity(derivative, 0, f"{label}: d objective / d log pi = 0"),
+                                         shown=(r * sp.Derivative(dual, r), sp.Integer(0)), where=where, notation=notation))
                 else:
-                    expected = resolve(plain, point).xreplace(point)
-                steps.append(identity(branch.xreplace(point), expected, f"{label}: objective"))
+                    stated = resolve(plain, point)
+                    expected = stated.xreplace(point)
+                steps.append(restate(identity(branch.xreplace(point), expected, f"{label}: objective"),
+                                     shown=(dual, stated), where=where, notation=notation))
         return combine(steps)
 
     return _guarded(body)

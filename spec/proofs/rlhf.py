@@ -17,7 +17,7 @@ import itertools
 import sympy as sp
 
 from .. import contract
-from .core import INCONCLUSIVE, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, ProofResult, combine, identity, proof, restate
 from .ppo import Undecided, log_derivative, resolve
 
 gamma, lam = sp.symbols("gamma lambda", real=True)
@@ -214,6 +214,23 @@ def token_objective(r_, A_, low_, high_, c_=None):
 LOW, HIGH = 1 / (1 + e), 1 / (1 + f)  # 0 < clip_low, clip_high < 1, independent
 
 
+REGION_MEANING = {  # each region's working parameter as a function of r, and the region as a condition
+    "r < 1 - clip_low": ({s: (1 - lo) / r - 1}, lambda: r < 1 - lo),
+    "1 - clip_low < r < 1 + clip_high": ({w: (r - 1 + lo) / (1 + hi - r)}, lambda: sp.And(1 - lo < r, r < 1 + hi)),
+    "r > 1 + clip_high": ({s: r - 1 - hi}, lambda: r > 1 + hi),
+    "1 + clip_high < r < c": ({w: (r - 1 - hi) / (c - r)}, lambda: sp.And(1 + hi < r, r < c)),
+    "r > c": ({s: r - c}, lambda: r > c),
+}
+
+
+def region_notation(sign_label: str, label: str):
+    """``(notation, where)``: e, f, a, t in clip_low, clip_high, A, c, the region's parameter in r (the book prints
+    the relations in the clause's symbols)."""
+    meaning, condition = REGION_MEANING[label]
+    notation = {e: (1 - lo) / lo, f: (1 - hi) / hi, a: A if sign_label == "A > 0" else -A, t: c - 1 - hi, **meaning}
+    return notation, sp.And(A > 0 if sign_label == "A > 0" else A < 0, condition())
+
+
 def _regions(with_c):
     regions = {
         "r < 1 - clip_low": (1 - LOW) / (1 + s),
@@ -248,7 +265,10 @@ def _clip_gradient(steps, objective):
             branch = resolve(objective(r, A, lo, hi), point)
             live = (sign_label == "A > 0" and label != "r > 1 + clip_high") or (sign_label == "A < 0" and label != "r < 1 - clip_low")
             want = (r * A).xreplace(point) if live else 0
-            _record(steps, identity(log_derivative(branch).xreplace(point), want, f"{sign_label}, {label}"))
+            notation, where = region_notation(sign_label, label)
+            _record(steps, restate(identity(log_derivative(branch).xreplace(point), want, f"{sign_label}, {label}"),
+                                   shown=(r * sp.Derivative(objective(r, A, lo, hi), r), r * A if live else sp.Integer(0)),
+                                   where=where, notation=notation))
 
 
 @proof(
@@ -272,9 +292,14 @@ def _dual_clip(steps, objective):
             point = {r: r_value, A: A_value, lo: LOW, hi: HIGH, c: C}
             dual = resolve(objective(r, A, lo, hi, c), point).xreplace(point)
             plain = resolve(objective(r, A, lo, hi), point).xreplace(point)
+            notation, where = region_notation(sign_label, label)
+            stated = objective(r, A, lo, hi, c)
             if sign_label == "A < 0" and label == "r > c":
-                _record(steps, identity(dual, C * A_value, f"{sign_label}, {label}: objective = c A"))
+                _record(steps, restate(identity(dual, C * A_value, f"{sign_label}, {label}: objective = c A"),
+                                       shown=(stated, c * A), where=where, notation=notation))
                 branch = resolve(objective(r, A, lo, hi, c), point)
-                _record(steps, identity(log_derivative(branch).xreplace(point), 0, f"{sign_label}, {label}: derivative 0"))
+                _record(steps, restate(identity(log_derivative(branch).xreplace(point), 0, f"{sign_label}, {label}: derivative 0"),
+                                       shown=(r * sp.Derivative(stated, r), sp.Integer(0)), where=where, notation=notation))
             else:
-                _record(steps, identity(dual, plain, f"{sign_label}, {label}: unchanged"))
+                _record(steps, restate(identity(dual, plain, f"{sign_label}, {label}: unchanged"),
+                                       shown=(stated, objective(r, A, lo, hi)), where=where, notation=notation))

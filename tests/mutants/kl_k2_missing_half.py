@@ -3,7 +3,7 @@
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["KL-K2-SECOND-ORDER"], "bug": "k2 without its factor 1/2"}
+RLSPEC_MUTANT = {"clauses": ["KL-K2-SECOND-ORDER", "KL-ESTIMATOR-VARIANCE"], "bug": "k2 without its factor 1/2"}
 
 
 def kl_estimate(logp_sampler, logp_other, kind):

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["KL-K3-UNBIASED", "KL-DIRECTION"], "bug": "D1 k3-with-swapped-ratio"}
+RLSPEC_MUTANT = {"clauses": ["KL-K3-UNBIASED", "KL-DIRECTION", "KL-ESTIMATOR-VARIANCE"], "bug": "D1 k3-with-swapped-ratio"}
 
 
 def kl_estimate(logp_sampler, logp_other, kind):

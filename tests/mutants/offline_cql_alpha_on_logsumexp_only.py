@@ -3,7 +3,7 @@ action is not scaled with the push-down, and the penalty is no longer non-negati
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-VALUES"], "bug": "alpha on the logsumexp term only"}
+RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-VALUES", "GRID-CQL-LOWER-BOUND"], "bug": "alpha on the logsumexp term only"}
 
 
 def cql_penalty(q_values, actions, alpha):

@@ -3,7 +3,7 @@ but only the dataset's Q is pushed up; the expected gradient is -alpha nu instea
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-EXPECTED-GRADIENT"], "bug": "CQL logsumexp term detached"}
+RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-EXPECTED-GRADIENT", "GRID-CQL-LOWER-BOUND"], "bug": "CQL logsumexp term detached"}
 
 
 def cql_penalty(q_values, actions, alpha):

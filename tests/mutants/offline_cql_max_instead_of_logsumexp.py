@@ -2,7 +2,7 @@
 confusion): Q = [1, 2, 3], a_data = 0 gives 2 instead of 2.4076, and the expected gradient puts all the push-down on
 the greedy action (onehot(argmax) - nu instead of softmax(Q) - nu)."""
 
-RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-VALUES", "CQL-PENALTY-EXPECTED-GRADIENT"], "bug": "CQL using max instead of logsumexp"}
+RLSPEC_MUTANT = {"clauses": ["CQL-PENALTY-VALUES", "CQL-PENALTY-EXPECTED-GRADIENT", "GRID-CQL-LOWER-BOUND"], "bug": "CQL using max instead of logsumexp"}
 
 
 def cql_penalty(q_values, actions, alpha):

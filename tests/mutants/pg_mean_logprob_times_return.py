@@ -5,7 +5,7 @@ MuJoCo REINFORCE tutorial's `log_probs.mean()` times each G_t)."""
 import torch
 
 RLSPEC_MUTANT = {
-    "clauses": ["PG-REINFORCE-SURROGATE-GRADIENT", "PG-SCORE-ZERO-MEAN", "PG-BASELINE-NO-BIAS"],
+    "clauses": ["PG-REINFORCE-SURROGATE-GRADIENT", "PG-SCORE-ZERO-MEAN", "PG-BASELINE-NO-BIAS", "PG-TRAJECTORY-SCORE-FUNCTION"],
     "bug": "A1 reinforce-weights-every-step-by-G0 (Gymnasium mean-log-prob form)",
 }
 

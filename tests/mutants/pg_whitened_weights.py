@@ -3,7 +3,7 @@ common in REINFORCE tutorials moved into the loss. The expected gradient then de
 and on the baseline: action-independent weights no longer give zero, and a baseline changes it."""
 
 RLSPEC_MUTANT = {
-    "clauses": ["PG-SCORE-ZERO-MEAN", "PG-BASELINE-NO-BIAS"],
+    "clauses": ["PG-SCORE-ZERO-MEAN", "PG-BASELINE-NO-BIAS", "PG-TRAJECTORY-SCORE-FUNCTION", "PG-OPTIMAL-BASELINE"],
     "bug": "weights whitened inside the loss (return normalisation moved into reinforce_loss)",
 }
 

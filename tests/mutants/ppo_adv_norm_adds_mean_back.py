@@ -3,7 +3,7 @@
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION"], "bug": "G15a whiten-adds-the-mean-back (slime #1369)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION", "PPO-ADVANTAGE-NORMALISATION-BIAS"], "bug": "G15a whiten-adds-the-mean-back (slime #1369)"}
 
 
 def normalize_advantages(advantages):

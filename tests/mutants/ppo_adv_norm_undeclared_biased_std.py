@@ -3,7 +3,7 @@ sample std (ddof = 1) that torch, SB3, CleanRL and Tianshou use."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION"], "bug": "std ddof 0 where ddof 1 is declared (numpy's default vs torch's)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-ADVANTAGE-NORMALISATION", "PPO-ADVANTAGE-NORMALISATION-BIAS"], "bug": "std ddof 0 where ddof 1 is declared (numpy's default vs torch's)"}
 
 
 def normalize_advantages(advantages):

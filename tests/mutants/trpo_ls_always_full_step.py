@@ -1,7 +1,7 @@
 """Mutant (bug E2; wojzaremba/trpo #1): no working line search: the full natural step is
 taken whatever the surrogate and the KL say."""
 
-RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-RULE", "TRPO-LINE-SEARCH-RESTORES-ON-FAILURE"],
+RLSPEC_MUTANT = {"clauses": ["TRPO-LINE-SEARCH-RULE", "TRPO-LINE-SEARCH-RESTORES-ON-FAILURE", "GRID-TRPO-IMPROVEMENT-BOUND"],
                  "bug": "E2 trpo-without-working-line-search"}
 
 
