@@ -28,6 +28,12 @@ What each operation drives (paths in ``site-packages/tianshou``):
 - ``ppo_update``: ``PPO._update_with_batch`` with the suite's policy, optimizer and config. A
   one-sample minibatch (``minibatch_size`` 1) is normalised to NaN (the std of one element), the NaN
   step poisons the parameters and the next distribution raises; the adapter says so in the error.
+- ``ppo_collected_ratios``: the collection path and the loss together. The policy a Tianshou user builds
+  (``DiscreteActorPolicy`` with ``Categorical`` logits, or ``ProbabilisticActorPolicy`` with an
+  ``Independent(Normal)`` and action bound method ``"tanh"`` for the squashed family) acts in every state
+  as ``Collector`` calls it, the raw action goes into a ``ReplayBuffer`` (``map_action`` squashes only on
+  the way to the environment), ``PPO._preprocess_batch`` stores log pi_old of the stored actions, and the
+  first ``_update_with_batch`` minibatch's ratios are read before its (recorded, untaken) step.
 - ``conjugate_gradient``, ``fisher_vector_product``: ``NPG._conjugate_gradients`` and ``NPG._MVP`` (its
   damping 0.1). ``trpo_update``: TRPO with its defaults, ``_preprocess_batch`` (log pi_old, then the
   advantages standardised over the batch without an epsilon, declared ``trpo_advantage_normalization``)
@@ -131,10 +137,10 @@ from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
 from tianshou.algorithm.modelfree.sac import Alpha, AutoAlpha, SACPolicy, correct_log_prob_gaussian_tanh
 from tianshou.algorithm.optim import AdamOptimizerFactory, OptimizerFactory
-from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
+from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer, to_numpy
 from tianshou.utils.lagged_network import LaggedNetworkCollection
 from tianshou.utils.torch_utils import policy_within_training_step
-from torch.distributions import Distribution, Independent, Normal, kl_divergence, register_kl
+from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence, register_kl
 
 # Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
 # 30 s and more on a loaded 2-core machine, which the suite's per-clause time limit would count
@@ -603,6 +609,86 @@ def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
     dist = Independent(Normal(loc=mean, scale=log_std.exp()), 1)
     log_prob = dist.log_prob(u).unsqueeze(-1)
     return correct_log_prob_gaussian_tanh(log_prob, torch.tanh(u)).squeeze(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO on Tianshou's own collected batch: the collector's action, PPO._preprocess_batch's log pi_old
+
+
+class _DescribedActor(torch.nn.Module):
+    """The policy the suite describes per state: obs (the state's row) -> its logits, or its ``(loc, scale)``, as
+    Tianshou's actors return them with the hidden state."""
+
+    def __init__(self, loc, scale):
+        super().__init__()
+        self.loc, self.scale = loc.detach().clone(), None if scale is None else scale.detach().clone()
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # Tianshou builds an optimizer over the parameters
+
+    def forward(self, obs, state=None, info=None):
+        self.rows = rows = torch.as_tensor(obs, dtype=torch.long).reshape(-1)  # the states of the last call
+        return (self.loc[rows] if self.scale is None else (self.loc[rows], self.scale[rows])), state
+
+
+class _ZeroCritic(torch.nn.Module):
+    """V = 0 in the policy's dtype (PPO casts the stored actions to the critic's dtype, ``to_torch_as``)."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
+
+    def forward(self, obs, state=None, info=None):
+        return self.w.expand(len(obs))
+
+
+def _described_policy(family, loc, scale):
+    """The policy a Tianshou user builds for the family: ``DiscreteActorPolicy`` (``Categorical(logits)``), or
+    ``Independent(Normal(loc, scale), 1)`` on a Box with the default action scaling, its bound method ``"tanh"`` for
+    the squashed policy (``map_action`` squashes on the way to the environment; the buffer keeps the raw draw)."""
+    K = loc.shape[1]
+    if family == "categorical":
+        return DiscreteActorPolicy(actor=_DescribedActor(loc, None), dist_fn=lambda logits: Categorical(logits=logits),
+                                   action_space=gym.spaces.Discrete(K))
+    return ProbabilisticActorPolicy(actor=_DescribedActor(loc, scale),
+                                    dist_fn=lambda parameters: Independent(Normal(*parameters), 1),
+                                    action_space=gym.spaces.Box(-1.0, 1.0, (K,)),
+                                    action_bound_method="tanh" if family == "tanh_gaussian" else "clip")
+
+
+def ppo_collected_ratios(family, loc, scale, seed):
+    """What ``Collector`` does per step (``policy(Batch(obs, info))``, the raw ``act`` into the buffer, ``map_action``
+    only for the environment) on one step in every state, the rows into a ``ReplayBuffer`` as one-step episodes, then
+    ``PPO._preprocess_batch`` (its defaults: GAE, then log pi_old of the stored actions) and the first
+    ``_update_with_batch`` minibatch's ratios, ``exp(dist.log_prob(act) - logp_old)`` (ppo.py:187), recorded before
+    its optimizer step (which is not taken)."""
+    B = loc.shape[0]
+    policy = _described_policy(family, loc, scale)
+    algorithm = PPO(policy=policy, critic=_ZeroCritic(loc.dtype), optim=AdamOptimizerFactory())
+    rows = np.arange(B)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(int(seed))
+        act = to_numpy(policy(Batch(obs=rows, info=Batch())).act)
+    ends = np.ones(B, dtype=bool)
+    buffer = ReplayBuffer.from_data(obs=rows, act=act, rew=np.zeros(B), terminated=ends, truncated=~ends, done=ends,
+                                    obs_next=rows)
+    batch, indices = buffer.sample(0)
+    first = _FirstLogProb()
+    with torch.no_grad():
+        batch = algorithm._preprocess_batch(batch, buffer, indices)
+    logp_old = torch.empty_like(batch.logp_old)
+    logp_old[torch.as_tensor(batch.obs, dtype=torch.long)] = batch.logp_old  # by state
+    dist_fn = policy.dist_fn
+    policy.dist_fn = lambda parameters: first.wrap(dist_fn(parameters), policy.actor.rows)  # _update_with_batch shuffles
+    _record_steps(algorithm.optim)
+    shuffle = np.random.get_state()  # Batch.split shuffles with numpy's global generator: put it back
+    try:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the unbiased std of a one-state batch's advantages (ppo.py:185), unused here
+            algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    finally:
+        np.random.set_state(shuffle)
+    ratios = torch.empty(B, dtype=first.logp.dtype)
+    ratios[first.index] = (first.logp - logp_old[first.index]).exp().float().to(first.logp.dtype)  # ppo.py:187
+    return ratios
 
 
 # ---------------------------------------------------------------------------------------------
