@@ -130,8 +130,8 @@ with the densities inside the temperature (``density-inside``: CQL-SAMPLED-TEMPE
 
 Deliberate deviations are listed in ``torchrl.xfail`` beside this file; the variants in
 ``VARIANTS`` exercise the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
-DDPGLoss with a target actor, SACLoss(skip_done_states=True), TD3Loss's actor loss and CQLLoss state by
-state.
+``TanhNormal.log_prob`` of a stored action, DDPGLoss with a target actor, SACLoss(skip_done_states=True),
+TD3Loss's actor loss and CQLLoss state by state.
 """
 
 from __future__ import annotations
