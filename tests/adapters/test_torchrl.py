@@ -278,3 +278,23 @@ def test_offline_known_answers():
     assert awr.tolist() == pytest.approx([np.exp(1.5), 0.5 * np.exp(-3.0), 200.0], rel=1e-15)
     penalty = adapter.cql_penalty(f64([[1.0, 2.0, 3.0]]), torch.tensor([0]), 0.5)
     assert penalty.item() == pytest.approx(1.2038029822221902, rel=1e-15)
+
+
+def test_the_gae_strategies_reach_the_vectorised_gae_s_second_crash():
+    """bugs-found 15: below gamma * lambda = 1e-7 the vectorised GAE's filter has length 0 (IndexError: index 0 is out
+    of bounds). The matrix's cells show the first crash, at gamma * lambda = 0, which every clause that draws lambda
+    meets first (a known answer, or the simpler example Hypothesis shrinks to); with that one routed to the loop, the
+    drawn trace factors in (0, 1e-6] find the second."""
+    from types import SimpleNamespace
+
+    from rlspec.checks import run_conformance
+
+    vectorised, loop = adapter.vec_gae.gae, adapter.gae
+
+    def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+        zero = float(gamma) * float(lam) == 0.0
+        return (loop if zero else vectorised)(rewards, values, next_values, terminated, truncated, gamma, lam)
+
+    candidate = SimpleNamespace(gae=gae, RLSPEC_ARRAY="torch", RLSPEC_PRECISION="float32")
+    result = run_conformance(candidate, clauses=["GAE-LAMBDA-MIXTURE"], profile="ci")["GAE-LAMBDA-MIXTURE"]
+    assert result.status == "error" and "index 0 is out of bounds" in result.message, result.message
