@@ -28,6 +28,12 @@ What each operation drives (paths in ``site-packages/tianshou``):
 - ``ppo_update``: ``PPO._update_with_batch`` with the suite's policy, optimizer and config. A
   one-sample minibatch (``minibatch_size`` 1) is normalised to NaN (the std of one element), the NaN
   step poisons the parameters and the next distribution raises; the adapter says so in the error.
+- ``ppo_collected_ratios``: the collection path and the loss together. The policy a Tianshou user builds
+  (``DiscreteActorPolicy`` with ``Categorical`` logits, or ``ProbabilisticActorPolicy`` with an
+  ``Independent(Normal)`` and action bound method ``"tanh"`` for the squashed family) acts in every state
+  as ``Collector`` calls it, the raw action goes into a ``ReplayBuffer`` (``map_action`` squashes only on
+  the way to the environment), ``PPO._preprocess_batch`` stores log pi_old of the stored actions, and the
+  first ``_update_with_batch`` minibatch's ratios are read before its (recorded, untaken) step.
 - ``conjugate_gradient``, ``fisher_vector_product``: ``NPG._conjugate_gradients`` and ``NPG._MVP`` (its
   damping 0.1). ``trpo_update``: TRPO with its defaults, ``_preprocess_batch`` (log pi_old, then the
   advantages standardised over the batch without an epsilon, declared ``trpo_advantage_normalization``)
@@ -131,10 +137,10 @@ from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
 from tianshou.algorithm.modelfree.sac import Alpha, AutoAlpha, SACPolicy, correct_log_prob_gaussian_tanh
 from tianshou.algorithm.optim import AdamOptimizerFactory, OptimizerFactory
-from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer
+from tianshou.data import Batch, ReplayBuffer, VectorReplayBuffer, to_numpy
 from tianshou.utils.lagged_network import LaggedNetworkCollection
 from tianshou.utils.torch_utils import policy_within_training_step
-from torch.distributions import Distribution, Independent, Normal, kl_divergence, register_kl
+from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence, register_kl
 
 # Every Tianshou policy JIT-compiles these numba kernels when the first one is built (about 6 s,
 # 30 s and more on a loaded 2-core machine, which the suite's per-clause time limit would count
@@ -606,6 +612,86 @@ def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
 
 
 # ---------------------------------------------------------------------------------------------
+# PPO on Tianshou's own collected batch: the collector's action, PPO._preprocess_batch's log pi_old
+
+
+class _DescribedActor(torch.nn.Module):
+    """The policy the suite describes per state: obs (the state's row) -> its logits, or its ``(loc, scale)``, as
+    Tianshou's actors return them with the hidden state."""
+
+    def __init__(self, loc, scale):
+        super().__init__()
+        self.loc, self.scale = loc.detach().clone(), None if scale is None else scale.detach().clone()
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # Tianshou builds an optimizer over the parameters
+
+    def forward(self, obs, state=None, info=None):
+        self.rows = rows = torch.as_tensor(obs, dtype=torch.long).reshape(-1)  # the states of the last call
+        return (self.loc[rows] if self.scale is None else (self.loc[rows], self.scale[rows])), state
+
+
+class _ZeroCritic(torch.nn.Module):
+    """V = 0 in the policy's dtype (PPO casts the stored actions to the critic's dtype, ``to_torch_as``)."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
+
+    def forward(self, obs, state=None, info=None):
+        return self.w.expand(len(obs))
+
+
+def _described_policy(family, loc, scale):
+    """The policy a Tianshou user builds for the family: ``DiscreteActorPolicy`` (``Categorical(logits)``), or
+    ``Independent(Normal(loc, scale), 1)`` on a Box with the default action scaling, its bound method ``"tanh"`` for
+    the squashed policy (``map_action`` squashes on the way to the environment; the buffer keeps the raw draw)."""
+    K = loc.shape[1]
+    if family == "categorical":
+        return DiscreteActorPolicy(actor=_DescribedActor(loc, None), dist_fn=lambda logits: Categorical(logits=logits),
+                                   action_space=gym.spaces.Discrete(K))
+    return ProbabilisticActorPolicy(actor=_DescribedActor(loc, scale),
+                                    dist_fn=lambda parameters: Independent(Normal(*parameters), 1),
+                                    action_space=gym.spaces.Box(-1.0, 1.0, (K,)),
+                                    action_bound_method="tanh" if family == "tanh_gaussian" else "clip")
+
+
+def ppo_collected_ratios(family, loc, scale, seed):
+    """What ``Collector`` does per step (``policy(Batch(obs, info))``, the raw ``act`` into the buffer, ``map_action``
+    only for the environment) on one step in every state, the rows into a ``ReplayBuffer`` as one-step episodes, then
+    ``PPO._preprocess_batch`` (its defaults: GAE, then log pi_old of the stored actions) and the first
+    ``_update_with_batch`` minibatch's ratios, ``exp(dist.log_prob(act) - logp_old)`` (ppo.py:187), recorded before
+    its optimizer step (which is not taken)."""
+    B = loc.shape[0]
+    policy = _described_policy(family, loc, scale)
+    algorithm = PPO(policy=policy, critic=_ZeroCritic(loc.dtype), optim=AdamOptimizerFactory())
+    rows = np.arange(B)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(int(seed))
+        act = to_numpy(policy(Batch(obs=rows, info=Batch())).act)
+    ends = np.ones(B, dtype=bool)
+    buffer = ReplayBuffer.from_data(obs=rows, act=act, rew=np.zeros(B), terminated=ends, truncated=~ends, done=ends,
+                                    obs_next=rows)
+    batch, indices = buffer.sample(0)
+    first = _FirstLogProb()
+    with torch.no_grad():
+        batch = algorithm._preprocess_batch(batch, buffer, indices)
+    logp_old = torch.empty_like(batch.logp_old)
+    logp_old[torch.as_tensor(batch.obs, dtype=torch.long)] = batch.logp_old  # by state
+    dist_fn = policy.dist_fn
+    policy.dist_fn = lambda parameters: first.wrap(dist_fn(parameters), policy.actor.rows)  # _update_with_batch shuffles
+    _record_steps(algorithm.optim)
+    shuffle = np.random.get_state()  # Batch.split shuffles with numpy's global generator: put it back
+    try:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the unbiased std of a one-state batch's advantages (ppo.py:185), unused here
+            algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    finally:
+        np.random.set_state(shuffle)
+    ratios = torch.empty(B, dtype=first.logp.dtype)
+    ratios[first.index] = (first.logp - logp_old[first.index]).exp().float().to(first.logp.dtype)  # ppo.py:187
+    return ratios
+
+
+# ---------------------------------------------------------------------------------------------
 # off-policy continuous control: DDPG, TD3, SAC (algorithm/modelfree/ddpg.py, td3.py, sac.py)
 
 
@@ -615,29 +701,48 @@ def _as_input(x, net: torch.nn.Module) -> torch.Tensor:
     return torch.as_tensor(x, dtype=parameter.dtype, device=parameter.device)
 
 
+class _Units:
+    """The affine map between the protocol's actions in [low, high] and Tianshou's, in [-max_action, max_action] =
+    [-1, 1] per dimension (``action_scaling``: ``map_action`` maps them onto the box on the way to the environment,
+    and only there; the buffer, the critics and TD3's target smoothing work in Tianshou's units). The identity when
+    no box is given."""
+
+    def __init__(self, low=None, high=None):
+        self.centre = None if low is None else (high + low) / 2
+        self.half_width = None if low is None else (high - low) / 2
+
+    def to_tianshou(self, a):
+        return a if self.centre is None else (a - self.centre.to(a.dtype)) / self.half_width.to(a.dtype)
+
+    def to_protocol(self, a):
+        return a if self.centre is None else self.centre.to(a.dtype) + self.half_width.to(a.dtype) * a
+
+
 class _DeterministicActor(torch.nn.Module):
     """The suite's ``actor(obs) -> (B, D)`` as Tianshou's deterministic actor: ``forward(obs, state, info) ->
-    (actions, state)``, as ``ContinuousActorDeterministic`` (max_action 1: the suite's actor is a tanh)."""
+    (actions, state)``, as ``ContinuousActorDeterministic`` (max_action 1), its actions in Tianshou's units."""
 
     max_action = 1.0
 
-    def __init__(self, net):
+    def __init__(self, net, units=None):
         super().__init__()
-        self.net = net
+        self.net, self.units = net, units or _Units()
 
     def forward(self, obs, state=None, info=None):
-        return self.net(_as_input(obs, self.net)), state
+        return self.units.to_tianshou(self.net(_as_input(obs, self.net))), state
 
 
 class _Critic(torch.nn.Module):
-    """The suite's ``critic(obs, action) -> (B,)`` as Tianshou's ``ContinuousCritic``: ``(B, 1)`` values."""
+    """The suite's ``critic(obs, action) -> (B,)`` as Tianshou's ``ContinuousCritic``: ``(B, 1)`` values of actions
+    in Tianshou's units."""
 
-    def __init__(self, net):
+    def __init__(self, net, units=None):
         super().__init__()
-        self.net = net
+        self.net, self.units = net, units or _Units()
 
     def forward(self, obs, act=None, info=None):
-        return self.net(_as_input(obs, self.net), _as_input(act, self.net)).unsqueeze(-1)
+        act = self.units.to_protocol(_as_input(act, self.net))
+        return self.net(_as_input(obs, self.net), act).unsqueeze(-1)
 
 
 class _GaussianActor(torch.nn.Module):
@@ -768,25 +873,43 @@ def ddpg_critic_target(actor, critic, target_actor, target_critic, obs, actions,
     return _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated)
 
 
-def _td3(actor, critic1, critic2, **options) -> TD3:
-    """TD3 on the suite's networks (``critic2=None``: Tianshou's deep copy of the first critic)."""
-    policy = ContinuousDeterministicPolicy(actor=_DeterministicActor(actor), action_space=_box(actor.bias.shape[0]))
-    return TD3(policy=policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic1), critic_optim=AdamOptimizerFactory(),
-               critic2=None if critic2 is None else _Critic(critic2), **options)
+def _td3(actor, critic1, critic2, units=None, **options) -> TD3:
+    """TD3 on the suite's networks (``critic2=None``: Tianshou's deep copy of the first critic), in Tianshou's action
+    units (``units``: the box the protocol's actions live in; default [-1, 1]^D)."""
+    D = actor.bias.shape[0]
+    box = _box(D) if units is None or units.centre is None else gym.spaces.Box(
+        _numpy(units.centre - units.half_width), _numpy(units.centre + units.half_width), (D,))
+    policy = ContinuousDeterministicPolicy(actor=_DeterministicActor(actor, units), action_space=box)
+    return TD3(policy=policy, policy_optim=AdamOptimizerFactory(), critic=_Critic(critic1, units), critic_optim=AdamOptimizerFactory(),
+               critic2=None if critic2 is None else _Critic(critic2, units), **options)
+
+
+class _PerDimension(torch.Tensor):
+    """TD3's ``noise_clip`` per action dimension: the protocol's clip c, in the box's units, is c / half_width_d in
+    Tianshou's (one number when the half-widths are equal, as for a user's symmetric box). TD3 compares it with 0
+    (``if self.noise_clip > 0.0``: 0 disables the clip) and clamps the noise with it; the comparison is its sign."""
+
+    def __gt__(self, other):
+        return bool(torch.all(self.as_subclass(torch.Tensor) > other))
 
 
 def td3_critic_target(actor, critic1, critic2, target_actor, target_critic1, target_critic2, obs, actions, rewards, next_obs,
                       terminated, truncated, gamma, noise, noise_clip, low, high):
     """TD3's ``_preprocess_batch`` (``_target_q_compute_action``: the lagged actor's action plus
     ``randn * policy_noise``, clamped to +-noise_clip only when noise_clip > 0; then the minimum of the two lagged
-    critics), with ``policy_noise = 1`` and ``randn`` returning the suite's smoothing noise (already scaled).
-    ``low`` and ``high`` are not used: TD3 never clips the target action to any bounds."""
-    algorithm = _td3(actor, critic1, critic2, gamma=float(gamma), policy_noise=1.0, noise_clip=float(noise_clip))
+    critics) in Tianshou's action units: the box [low, high] is Tianshou's [-1, 1]^D (``action_scaling``), the
+    actors' actions and the critics' inputs go through that affine map, the suite's smoothing noise arrives as
+    ``randn`` (``policy_noise = 1``) divided by the half-widths, and the clip as ``noise_clip`` / half-width. TD3 then
+    never clamps the noisy target action to [-max_action, max_action], which is [low, high] (bugs-found)."""
+    units = _Units(torch.as_tensor(low, dtype=noise.dtype), torch.as_tensor(high, dtype=noise.dtype))
+    clip = (float(noise_clip) / units.half_width).as_subclass(_PerDimension)
+    algorithm = _td3(actor, critic1, critic2, units, gamma=float(gamma), policy_noise=1.0, noise_clip=clip)
     _load_lagged(algorithm.actor_old, target_actor)
     _load_lagged(algorithm.critic_old, target_critic1)
     _load_lagged(algorithm.critic2_old, target_critic2)
-    with _td3_smoothing_noise(noise):
-        return _critic_targets(algorithm, obs, actions, rewards, next_obs, terminated, truncated)
+    stored = units.to_tianshou(torch.as_tensor(actions, dtype=noise.dtype))  # the buffer holds Tianshou's units
+    with _td3_smoothing_noise(noise / units.half_width):
+        return _critic_targets(algorithm, obs, stored, rewards, next_obs, terminated, truncated)
 
 
 def _sac(policy, critic1, critic2, alpha, gamma=0.99) -> SAC:
@@ -1024,7 +1147,8 @@ def cql_penalty(q_values, actions, alpha):
     """``DiscreteCQL._update_with_batch`` (``min_q_weight = alpha``) on one state at a time, its optimizer's
     step recorded: ``qr_loss + min_q_weight * (logsumexp(q).mean() - q[a].mean())`` with the quantile
     regression target equal to the data action's quantiles (``returns``), so ``qr_loss`` is exactly 0 with a
-    zero gradient; the batch mean over one state is that state's penalty."""
+    zero gradient; the batch mean over one state is that state's penalty. Then one call on the whole batch, whose
+    loss must be the mean of the per-state ones (``_agrees_with_batch``)."""
     B, A = q_values.shape
     model = _QuantileLookup(num_quantiles=200)  # DiscreteCQL's default
     # QRDQN.__init__ adds a filter for torch's broadcasting warning of its (intended) pairwise quantile loss; here
@@ -1039,7 +1163,10 @@ def cql_penalty(q_values, actions, alpha):
             a = int(actions[b])
             returns = q_values[b, a].detach().reshape(1, 1).expand(1, model.num_quantiles)
             algorithm._update_with_batch(Batch(obs=np.array([b]), act=np.array([a]), returns=returns, info=Batch()))
-    return torch.stack([loss for _, loss in stepped]).reshape(B)
+        per_state = torch.stack([loss for _, loss in stepped]).reshape(B)
+        returns = q_values.detach().gather(1, actions[:, None]).expand(B, model.num_quantiles)
+        algorithm._update_with_batch(Batch(obs=np.arange(B), act=actions.numpy(), returns=returns, info=Batch()))
+    return _agrees_with_batch(per_state, stepped[-1][1], "DiscreteCQL penalty")
 
 
 _DATA_ACTION, _POLICY_CODE = 5.0, 10.0  # action values the CQL lookups read: the data action, policy slots from 10
@@ -1141,13 +1268,14 @@ class _GivenCategorical(Distribution):
 
     @property
     def probs(self):
-        one_hot = torch.zeros(self.given.shape[-1], dtype=self.given.dtype)
-        one_hot[self.mass] = 1.0
+        mass = torch.as_tensor(self.mass).reshape(-1)  # one action, or one per state
+        one_hot = torch.nn.functional.one_hot(mass, self.given.shape[-1]).to(self.given.dtype)
         return one_hot.expand(self.given.shape)
 
 
 class _RowTensors(torch.nn.Module):
-    """An actor or critic of one state whose output is a given (1, A) tensor (the actor's with ``state``)."""
+    """An actor or critic whose output for state b (its observation is its row, b) is row b of a given (B, A) tensor
+    (the actor's with ``state``)."""
 
     def __init__(self, actor: bool):
         super().__init__()
@@ -1155,7 +1283,7 @@ class _RowTensors(torch.nn.Module):
         self.actor, self.value = actor, None
 
     def forward(self, obs, state=None, info=None):
-        out = self.value.expand(len(obs), -1)
+        out = self.value[torch.as_tensor(obs, dtype=torch.long).reshape(-1)]
         return (out, state) if self.actor else out
 
 
@@ -1180,49 +1308,76 @@ def _crr(beta=1.0, min_q_weight=0.0, actions=2):
     return algorithm, actor, critic, _record_steps(algorithm.optim)
 
 
-def _crr_state(algorithm, action: int, reward: float) -> None:
-    """One ``_update_with_batch`` on one state whose data action is ``action``; the critic's TD target is
-    ``reward`` (``done``), the data action's own Q, so its loss is exactly 0."""
-    batch = Batch(obs=np.zeros((1, 1)), act=np.array([action]), rew=np.array([reward]), obs_next=np.zeros((1, 1)),
-                  done=np.array([True]), info=Batch())
+def _crr_batch(algorithm, actions, rewards) -> None:
+    """One ``_update_with_batch`` on the states ``0 .. B - 1`` (observation = the state's row) with data actions
+    ``actions``; each state's TD target is its ``rewards`` entry (``done``), the data action's own Q, so the critic's
+    loss is exactly 0."""
+    B = len(actions)
+    rows = np.arange(B, dtype=float)[:, None]
+    batch = Batch(obs=rows, act=np.asarray(actions), rew=np.asarray(rewards, dtype=float), obs_next=rows,
+                  done=np.ones(B, dtype=bool), info=Batch())
     algorithm._update_with_batch(batch)
 
 
 def awr_loss(log_prob, advantages, beta):
-    """``DiscreteCRR._update_with_batch`` (``policy_improvement_mode="exp"``, ``ratio_upper_bound`` 20, ``beta``)
-    on one state at a time, its optimizer's step recorded: ``actor_loss = (-dist.log_prob(act) *
-    (advantage / beta).exp().clamp(0, 20)).mean()`` with ``advantage = Q(s, a) - E_pi[Q(s, .)]``. The state has
-    two actions, the data's is 0: the critic answers ``Q(s, .) = [A, 0]`` and the distribution
-    (``_GivenCategorical``) gives log pi(0|s) = the suite's log_prob and puts E_pi on action 1, so the advantage is
-    exactly A, computed by CRR from its critic. The critic's own loss is 0 and ``min_q_weight = 0`` leaves out
-    CRR's CQL regulariser (the discrete CQL penalty: variant ``crr_regulariser``): the recorded loss is the
-    actor's."""
+    """``DiscreteCRR._update_with_batch`` (``policy_improvement_mode="exp"``, ``ratio_upper_bound`` 20, ``beta``) on
+    the whole batch, as a user's batch reaches it, its optimizer's step recorded: ``actor_loss = (-dist.log_prob(act)
+    * (advantage / beta).exp().clamp(0, 20)).mean()`` with ``advantage = Q(s, a) - E_pi[Q(s, .)]``. Each state has
+    two actions, the data's is 0: the critic answers ``Q(s_b, .) = [A_b, 0]`` and the distribution
+    (``_GivenCategorical``) gives log pi(0|s_b) the suite's log_prob and puts E_pi on action 1, so the advantage is
+    exactly A_b, computed by CRR from its critic. The critic's own loss is 0 and ``min_q_weight = 0`` leaves out
+    CRR's CQL regulariser (variant ``crr_regulariser``): the recorded loss is the actor's batch mean L. The loss per
+    sample is read back from it as ``B dL/ds_b`` with the log-probabilities entering as ``s_b log pi_b``, s = 1 (kept
+    differentiable): for a batch mean of per-sample terms ``-s_b log pi_b w_b`` that is ``-log pi_b w_b``
+    exactly."""
+    B = len(log_prob)
     algorithm, actor, critic, stepped = _crr(beta=beta)
+    zeros = torch.zeros(B, dtype=log_prob.dtype)
     with torch.enable_grad(), _crr_distribution() as distribution:
         distribution.mass = 1
-        for b in range(len(log_prob)):
-            actor.value = torch.stack([log_prob[b], torch.zeros((), dtype=log_prob.dtype)])[None]
-            critic.value = torch.stack([advantages[b], torch.zeros((), dtype=advantages.dtype)])[None]
-            _crr_state(algorithm, 0, float(advantages[b]))
-    return torch.stack([loss for _, loss in stepped]).reshape(len(log_prob))
+        s = torch.ones(B, dtype=log_prob.dtype, requires_grad=True)
+        actor.value = torch.stack([s * log_prob, zeros], -1)  # (B, 2)
+        critic.value = torch.stack([advantages, zeros], -1)
+        _crr_batch(algorithm, np.zeros(B, dtype=np.int64), advantages.detach().numpy())
+        ((_, loss),) = stepped
+        (per_sample,) = torch.autograd.grad(loss, s, create_graph=True)
+    return B * per_sample
+
+
+def _agrees_with_batch(per_state, batch_mean, what: str):
+    """The per-state losses (one call per state: the protocol asks for each state's value, the library returns a batch
+    mean) against one call on the whole batch, as a user's batch reaches the library: their mean must be its loss, or
+    the library's rows interact and the per-state answers would hide it. Bound: the batch mean of B float32 terms is
+    within B u sum |f_b| / B of their exact mean, each term as computed alone; doubled for the per-state sum."""
+    expected = per_state.detach().double().mean()
+    u = float(torch.finfo(torch.float32).eps) / 2
+    tol = 2 * len(per_state) * u * float(per_state.detach().double().abs().mean()) + 1e-30
+    if abs(float(batch_mean) - float(expected)) > tol:
+        raise ValueError(f"Tianshou's {what} on the whole batch is {float(batch_mean)!r}, not the mean of its per-state values "
+                         f"{float(expected)!r}: its rows interact")
+    return per_state
 
 
 def _crr_cql_penalty(q_values, actions, alpha):
     """DiscreteCRR's CQL regulariser, ``min_q_weight * (q_t.logsumexp(1) - q_t[a]).mean()``, through one
     ``_update_with_batch`` per state (``min_q_weight = alpha``): the critic answers the suite's Q(s, .), the
     policy puts all its mass on the data action (log pi(a) = 0, so the advantage is 0 and the actor's loss
-    -0 * 1 adds nothing, nor any gradient) and the critic's TD target is Q(s, a) itself."""
+    -0 * 1 adds nothing, nor any gradient) and the critic's TD target is Q(s, a) itself. Then one call on the whole
+    batch, whose loss must be the mean of the per-state ones (``_agrees_with_batch``)."""
     B, A = q_values.shape
     algorithm, actor, critic, stepped = _crr(min_q_weight=alpha, actions=A)
     actions = torch.as_tensor(actions).long()
-    actor.value = torch.zeros(1, A, dtype=q_values.dtype)
     with torch.enable_grad(), _crr_distribution() as distribution:
+        actor.value = torch.zeros(1, A, dtype=q_values.dtype)
         for b in range(B):
             a = int(actions[b])
             distribution.mass = a
             critic.value = q_values[b][None]
-            _crr_state(algorithm, a, float(q_values[b, a]))
-    return torch.stack([loss for _, loss in stepped]).reshape(B)
+            _crr_batch(algorithm, [a], [float(q_values[b, a])])
+        per_state = torch.stack([loss for _, loss in stepped]).reshape(B)
+        distribution.mass, actor.value, critic.value = actions, torch.zeros(B, A, dtype=q_values.dtype), q_values
+        _crr_batch(algorithm, actions.numpy(), q_values.detach().gather(1, actions[:, None])[:, 0].numpy())
+    return _agrees_with_batch(per_state, stepped[-1][1], "DiscreteCRR regulariser")
 
 
 def _td3_dpg_actor_loss(actor, critic, obs):

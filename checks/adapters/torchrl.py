@@ -19,11 +19,19 @@ What each operation drives (paths in ``site-packages/torchrl``):
 - ``kl_coefficient_update``: one real ``KLPENPPOLoss.forward`` whose two distributions differ by
   exactly the suite's KL (TorchRL's Monte Carlo KL path: ``log p_prev(x) - log p_cur(x)``), then
   the ``beta`` buffer the forward adapted.
+- ``ppo_collected_ratios``: the collection path and the loss together. A ``ProbabilisticActor``
+  (``OneHotCategorical``, ``IndependentNormal`` or ``TanhNormal``, ``return_log_prob=True``) over the
+  described policy acts under ``set_exploration_type(RANDOM)``, as a collector runs it, storing ``action``
+  and ``action_log_prob`` (since pytorch/rl PR #4080, the exact pre-tanh draw's); then ``ClipPPOLoss``
+  with its defaults computes its log-ratio (``_log_weight``, what its forward clips) on that batch. It
+  re-scores the stored action with ``dist.log_prob(action)``: for ``TanhNormal`` an inverse through a
+  clamped atanh, so saturated draws do not come back at ratio 1 (docs/bugs-found.md).
 - ``tanh_gaussian_log_prob`` / ``scaled_tanh_gaussian_log_prob``: ``modules.TanhNormal(mean,
-  exp(log_std)[, low, high]).log_prob(action)``, the call ``ClipPPOLoss`` makes when it re-scores a
-  stored action (TorchRL inverts the action through a clamped atanh); the variant
-  ``tanh_exact_preimage`` scores the pre-tanh draw itself (``sample_and_log_prob``, as actors do at
-  collection time).
+  exp(log_std)[, low, high])`` scored as a ``ProbabilisticActor`` stores it when it acts:
+  ``modules.distributions.utils.sample_and_log_prob`` (the exact pre-tanh draw's density) with the draw
+  fixed to the suite's u. The variant ``tanh_log_prob_of_action`` scores the squashed action instead,
+  ``TanhNormal.log_prob(action)`` -- the call ``ClipPPOLoss`` makes on a stored action, which inverts it
+  through a clamped atanh (documented as for actions not drawn by the call).
 - ``diag_gaussian_log_prob`` / ``diag_gaussian_entropy``: ``modules.IndependentNormal``.
 
 Off-policy (``objectives/ddpg.py``, ``td3.py``, ``sac.py``, ``utils.py``). A replay batch is a ``[B]``
@@ -63,10 +71,11 @@ TorchRL's defaults and its default value estimator, TD(0), at the protocol's gam
   reach the temperature loss as ``actor_loss`` hands them on, detached.
 - ``polyak_update``: ``SoftUpdate(loss, tau=tau).step()`` once, on a ``DDPGLoss`` whose critic is the
   parameter vector (online ``value_network_params``, target ``target_value_network_params``).
-- ``target_network_updates``: the same loss; tau < 1: ``SoftUpdate(tau=tau)``, which moves the target at
-  every ``step()`` and takes no period (a period > 1 raises: ``torchrl.xfail``); tau = 1:
-  ``HardUpdate(value_network_update_interval=period)``, which copies on the step() calls period + 1,
-  2 (period + 1), ... (docs/bugs-found.md). One ``step()`` per gradient step; the updater's counter lives
+- ``target_network_updates``: the same loss, with the updater a user picks: ``SoftUpdate(tau=tau)``
+  where the target moves at every step (tau < 1, or tau = 1 with period 1: ``SoftUpdate(tau=1.0)`` copies
+  at every ``step()``); SoftUpdate takes no period (tau < 1 with a period > 1 raises: ``torchrl.xfail``);
+  a copy every ``period > 1`` steps is ``HardUpdate(value_network_update_interval=period)``, which copies
+  on the step() calls period + 1, 2 (period + 1), ... (docs/bugs-found.md). One ``step()`` per gradient step; the updater's counter lives
   across train() calls, which are the user's loop.
 - ``td3_actor_update_steps``: not provided. TD3Loss has no schedule: TorchRL's TD3 scripts delay the
   actor in their training loop.
@@ -121,8 +130,8 @@ with the densities inside the temperature (``density-inside``: CQL-SAMPLED-TEMPE
 
 Deliberate deviations are listed in ``torchrl.xfail`` beside this file; the variants in
 ``VARIANTS`` exercise the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
-DDPGLoss with a target actor, SACLoss(skip_done_states=True), TD3Loss's actor loss and CQLLoss state by
-state.
+``TanhNormal.log_prob`` of a stored action, DDPGLoss with a target actor, SACLoss(skip_done_states=True),
+TD3Loss's actor loss and CQLLoss state by state.
 """
 
 from __future__ import annotations
@@ -139,7 +148,9 @@ from torch import nn
 from torch.distributions import Distribution
 from torch.overrides import TorchFunctionMode
 from torchrl.data import Bounded, Categorical
-from torchrl.modules import Actor, IndependentNormal, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+from torchrl.modules import Actor, IndependentNormal, OneHotCategorical, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
+from torchrl.modules.distributions.utils import sample_and_log_prob
 from torchrl.objectives import (ClipPPOLoss, CQLLoss, DDPGLoss, DiscreteCQLLoss, HardUpdate, IQLLoss, KLPENPPOLoss, SACLoss,
                                 SoftUpdate, TD3Loss)
 from torchrl.objectives.utils import ValueEstimators
@@ -361,30 +372,81 @@ def diag_gaussian_entropy(log_std):
     return IndependentNormal(torch.zeros_like(log_std), log_std.exp()).entropy()
 
 
+def _collected_log_prob(dist, u):
+    """The log-probability a ``ProbabilisticActor`` stores when it acts (RANDOM exploration, ``return_log_prob``):
+    ``torchrl.modules.distributions.utils.sample_and_log_prob``, which scores the exact pre-tanh draw
+    (``rsample_and_log_prob``), with the draw fixed to ``u``."""
+    dist.base_dist.rsample = dist.base_dist.sample = lambda sample_shape=torch.Size(): u
+    return sample_and_log_prob(dist, reparameterize=dist.has_rsample)[1]
+
+
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
-    """TanhNormal(mean, exp(log_std)).log_prob(tanh(u)): TorchRL inverts the action back to u."""
-    return TanhNormal(mean, log_std.exp()).log_prob(torch.tanh(pre_tanh))
+    """TanhNormal(mean, exp(log_std)) scored as a ProbabilisticActor stores it at collection: at the draw u itself."""
+    return _collected_log_prob(TanhNormal(mean, log_std.exp()), pre_tanh)
 
 
 def scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+    """TanhNormal(mean, exp(log_std), low, high) scored at the draw u, as a ProbabilisticActor stores it."""
+    return _collected_log_prob(TanhNormal(mean, log_std.exp(), low=low, high=high), pre_tanh)
+
+
+def _action_tanh_gaussian_log_prob(mean, log_std, pre_tanh):
+    """TanhNormal(mean, exp(log_std)).log_prob(tanh(u)): the call ClipPPOLoss makes on a stored action, inverted
+    through a clamped atanh (documented: for actions not drawn by the call)."""
+    return TanhNormal(mean, log_std.exp()).log_prob(torch.tanh(pre_tanh))
+
+
+def _action_scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
     """TanhNormal(mean, exp(log_std), low, high).log_prob(a), a = low + (high - low)(tanh(u) + 1)/2."""
     action = low + (high - low) * (torch.tanh(pre_tanh) + 1) / 2
     return TanhNormal(mean, log_std.exp(), low=low, high=high).log_prob(action)
 
 
-def _scored_at_preimage(dist, u):
-    """``sample_and_log_prob`` -- the collection-time path that scores the exact pre-tanh draw --
-    with the draw fixed to ``u``."""
-    dist.base_dist.sample = lambda sample_shape=torch.Size(): u
-    return dist.sample_and_log_prob()[1]
+# ---------------------------------------------------------------------------------------------
+# PPO on TorchRL's own collected batch
 
 
-def _preimage_tanh_gaussian_log_prob(mean, log_std, pre_tanh):
-    return _scored_at_preimage(TanhNormal(mean, log_std.exp()), pre_tanh)
+class _DescribedPolicy(nn.Module):
+    """The policy the suite describes per state: observation (the state's row) -> its parameters, held as buffers
+    (so ClipPPOLoss's functional copy of the actor holds them too)."""
+
+    def __init__(self, loc, scale):
+        super().__init__()
+        self.register_buffer("loc", loc.detach().clone())
+        self.register_buffer("scale", None if scale is None else scale.detach().clone())
+
+    def forward(self, observation):
+        rows = observation[..., 0].long()
+        return self.loc[rows] if self.scale is None else (self.loc[rows], self.scale[rows])
 
 
-def _preimage_scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
-    return _scored_at_preimage(TanhNormal(mean, log_std.exp(), low=low, high=high), pre_tanh)
+def _described_actor(family, loc, scale) -> ProbabilisticActor:
+    """The actor a TorchRL user builds for the family: OneHotCategorical on logits (TorchRL's discrete PPO
+    examples), IndependentNormal, or TanhNormal (low -1, high 1; the continuous PPO examples), with
+    ``return_log_prob=True`` so that acting stores the log-probability PPO reads."""
+    if family == "categorical":
+        head = TensorDictModule(_DescribedPolicy(loc, None), in_keys=["observation"], out_keys=["logits"])
+        return ProbabilisticActor(head, in_keys=["logits"], distribution_class=OneHotCategorical, return_log_prob=True)
+    head = TensorDictModule(_DescribedPolicy(loc, scale), in_keys=["observation"], out_keys=["loc", "scale"])
+    distribution = TanhNormal if family == "tanh_gaussian" else IndependentNormal
+    return ProbabilisticActor(head, in_keys=["loc", "scale"], distribution_class=distribution, return_log_prob=True)
+
+
+def ppo_collected_ratios(family, loc, scale, seed):
+    """Act as a collector does (``set_exploration_type(RANDOM)``: the actor samples and stores the action and its
+    ``action_log_prob``), then the ratios ``ClipPPOLoss`` (defaults) computes on that batch before any update: its
+    ``_log_weight``, the log-ratio its forward clips, which re-scores the stored action with ``dist.log_prob``."""
+    B = loc.shape[0]
+    actor = _described_actor(family, loc, scale)
+    data = TensorDict({"observation": torch.arange(B, dtype=loc.dtype)[:, None]}, batch_size=[B])
+    with torch.random.fork_rng(devices=[]), set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+        torch.manual_seed(int(seed))
+        data = actor(data)
+    loss = ClipPPOLoss(actor, None)
+    data["advantage"] = torch.zeros(B, 1, dtype=loc.dtype)
+    with torch.no_grad():
+        log_weight = loss._log_weight(data, adv_shape=torch.Size([B]))[0]
+    return log_weight.reshape(B).exp()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -685,16 +747,17 @@ def polyak_update(target, online, tau):
 
 
 def target_network_updates(target, online, tau, period, gradient_steps):
-    """tau < 1: SoftUpdate(tau=tau), which updates at every step() and has no period; tau = 1: HardUpdate(
-    value_network_update_interval=period). One step() per gradient step; the updater keeps its state across train()
-    calls, which are the user's loop (gradient_steps only sums to N)."""
+    """Period 1 (any tau, 1 included): SoftUpdate(tau=tau), which updates at every step() and has no period; tau = 1
+    with a period > 1: HardUpdate(value_network_update_interval=period). One step() per gradient step; the updater
+    keeps its state across train() calls, which are the user's loop (gradient_steps only sums to N)."""
     N, tau, period = online.shape[0], float(tau), int(period)
     if sum(gradient_steps) != N:
         raise ValueError(f"gradient_steps {gradient_steps} do not sum to {N}")
     if tau < 1.0 and period != 1:
         raise ValueError("TorchRL's SoftUpdate has no period: it updates the target at every step(); only HardUpdate (tau = 1) "
                          "takes one (value_network_update_interval)")
-    make = (lambda loss: SoftUpdate(loss, tau=tau)) if tau < 1.0 else (
+    # tau = 1 every step is SoftUpdate(tau=1.0), a copy at every step(): what a user writes for "copy every step"
+    make = (lambda loss: SoftUpdate(loss, tau=tau)) if tau < 1.0 or period == 1 else (
         lambda loss: HardUpdate(loss, value_network_update_interval=period))
     step = _updated(target, online, make)
     return torch.stack([step(online[n]) for n in range(N)])
@@ -902,10 +965,11 @@ vec_gae_without_terminated = _variant(
 gae_module = _variant("The GAE module with its default vectorized=None (runs the loop).", gae=_module_gae(None))
 gae_module_vectorized = _variant("The GAE module with vectorized=True.", gae=_module_gae(True))
 
-tanh_exact_preimage = _variant(
-    "TanhNormal.sample_and_log_prob (scores the stored pre-tanh draw; the draw fixed to u).",
-    tanh_gaussian_log_prob=_preimage_tanh_gaussian_log_prob,
-    scaled_tanh_gaussian_log_prob=_preimage_scaled_tanh_gaussian_log_prob,
+tanh_log_prob_of_action = _variant(
+    "TanhNormal.log_prob(action): a stored squashed action re-scored as ClipPPOLoss does, through a clamped atanh "
+    "(the main column scores the draw, as the actor stores it).",
+    tanh_gaussian_log_prob=_action_tanh_gaussian_log_prob,
+    scaled_tanh_gaussian_log_prob=_action_scaled_tanh_gaussian_log_prob,
 )
 
 l2_critic = _variant(
@@ -929,5 +993,5 @@ cql_state_by_state = _variant(
 td3_actor_loss = _variant("TD3Loss.actor_loss for the deterministic actor loss (DDPGLoss.loss_actor in the main column).",
                           dpg_actor_loss=_td3_dpg_actor_loss)
 
-VARIANTS = ("l2_critic", "tanh_exact_preimage", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
+VARIANTS = ("l2_critic", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")

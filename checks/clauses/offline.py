@@ -883,7 +883,9 @@ def weight_error(rule: WeightRule, advantages, beta, u) -> np.ndarray:
 
 def awr_alternatives(rule: WeightRule, advantages, beta):
     x = rule.exponent(advantages, beta)
-    found = []
+    w = rule.weight(advantages, beta)
+    found = [(np.full_like(w, np.mean(w)), "every sample is weighted by the batch's mean weight: log-probabilities of shape (B,) times "
+                                          "weights of shape (B, 1) broadcast to a (B, B) matrix, whose mean is mean(-log pi) mean(w)")]
     if rule.max_weight is not None:
         with np.errstate(over="ignore"):
             found.append((np.exp(x), "the weight is not clipped: exp(beta A) must be clipped at the declared maximum "

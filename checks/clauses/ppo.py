@@ -506,6 +506,87 @@ def advantage_normalisation_degenerate(ctx):
 
 
 # ---------------------------------------------------------------------------------------------
+# ppo_collected_ratios: the first ratios on the candidate's own collected batch
+#
+# Tolerance. The expected ratio is exactly 1: the loss and the collector score one stored sample of one
+# policy. Each score is a sum of terms computed in precision u from the logits or from z = (x - mu) / sigma,
+# log sigma and, for the squashed policy, the Jacobian 2 (log 2 - u - softplus(-2u)) at the pre-tanh sample;
+# each term carries at most 8 roundings relative to its magnitude and the sum over the K components K more,
+# so one score is within E = (K + 8) u M of exact, M the sum of the terms' magnitudes. The categorical's
+# terms: the logit (<= max |l|) and the log-sum-exp; the Gaussian's per component: z^2 / 2, |log sigma| and
+# log sqrt(2 pi) < 1; the Jacobian's: 2 (|u| + 2). The suite does not see the draw, so z is bounded by
+# COLLECTED_Z = 10 standard deviations (a draw beyond it has probability 1.5e-23) and |u| by |mu| + 10 sigma.
+# The two scores differ by <= 2E; the subtraction and the exp round twice more: |r - 1| <= expm1(2E) + 4u.
+
+COLLECTED_Z = 10.0
+
+
+def collected_tolerance(family: str, loc: np.ndarray, scale: np.ndarray | None, u: float) -> np.ndarray:
+    """Per row, the bound on |r - 1| derived above (loc, scale: the (B, K) values the candidate received)."""
+    K = loc.shape[1]
+    if family == "categorical":
+        top = loc.max(1)
+        lse = top + np.log(np.exp(loc - top[:, None]).sum(1))
+        magnitude = np.abs(loc).max(1) + np.abs(lse) + 1.0
+    else:
+        terms = COLLECTED_Z**2 / 2 + np.abs(np.log(scale)) + 1.0
+        if family == "tanh_gaussian":
+            terms = terms + 2 * (np.abs(loc) + COLLECTED_Z * scale + 2.0)
+        magnitude = terms.sum(1)
+    return np.expm1(2 * (K + 8) * u * magnitude) + 4 * u + TINY
+
+
+def check_collected_ratios(ctx, families, family: str, loc, scale, dtype, seed: int, what: str) -> None:
+    """The candidate's first ratios on its own batch collected from the described policy are 1 (to rounding)."""
+    if family not in families:
+        return
+    args = {"family": family, "loc": rounded(np.asarray(loc, dtype=np.float64), dtype),
+            "scale": None if scale is None else rounded(np.asarray(scale, dtype=np.float64), dtype), "seed": int(seed)}
+    B = args["loc"].shape[0]
+    call = ctx.call("ppo_collected_ratios", args, dtype=dtype, array="torch", shape=(B,), allow_nonfinite=True)
+    (ratios,) = call.outputs
+    tol = collected_tolerance(family, args["loc"], args["scale"], call.unit_roundoff)
+
+    def diagnose(r):
+        finite = r[np.isfinite(r)]
+        if finite.size == 0:
+            return "every ratio is non-finite: log pi_old or the re-scored log pi is infinite (atanh of a saturated action?)"
+        clipped = float(np.mean((r < 0.8) | (r > 1.2)))
+        summary = (f"median ratio {np.median(finite):.4g} (min {finite.min():.4g}, max {finite.max():.4g}); {clipped:.0%} of the "
+                   f"batch outside [0.8, 1.2], where a clip at 0.2 acts before any update")
+        if family == "tanh_gaussian":
+            return (summary + ": the loss scores the stored squashed action at another pre-image than the one the collector "
+                    "drew (atanh of the action, clamped short of 1, cannot give back a u beyond it)")
+        return summary
+    assert_close(ratios, np.ones(B), tol, what=f"{what}: first ratios on the collected batch vs 1", call=call.code,
+                 cause="the loss re-scores the stored action by another path than the collector's", diagnose=diagnose)
+
+
+def _collected_cases():
+    """The fixed cases (the same on every seed): the saturated squashed policy the defect needs, then one of each
+    family in both precisions. (family, loc, scale, dtype, seed, what)"""
+    rng = np.random.default_rng(20261201)
+    full = lambda shape, value: np.full(shape, value)
+    yield "tanh_gaussian", full((64, 1), 8.0), full((64, 1), 0.5), "float32", 0, "tanh-Gaussian, mean 8, scale 0.5, float32"
+    yield "tanh_gaussian", np.tile([[2.0, -2.0]], (16, 1)), full((16, 2), 0.5), "float32", 1, "tanh-Gaussian, mean +-2, float32"
+    yield "tanh_gaussian", full((32, 1), 18.0), full((32, 1), 1.0), "float64", 2, "tanh-Gaussian, mean 18, scale 1, float64"
+    yield "tanh_gaussian", rng.uniform(-1, 1, (16, 2)), rng.uniform(0.3, 1.5, (16, 2)), "float64", 3, "tanh-Gaussian near 0"
+    for dtype in ("float32", "float64"):
+        yield "gaussian", rng.uniform(-3, 3, (16, 2)), rng.uniform(0.1, 2.0, (16, 2)), dtype, 4, f"Gaussian, {dtype}"
+        yield "categorical", rng.uniform(-5, 5, (16, 4)), None, dtype, 5, f"categorical, {dtype}"
+
+
+@check("PPO-COLLECTED-RATIOS-ONE")
+def collected_ratios_one(ctx):
+    """Saturated tanh draws in float32 (mean 8) and float64 (mean 18), then each family in both precisions, then drawn."""
+    families = ctx.provided("ppo_collected_families")
+    for family, loc, scale, dtype, seed, what in _collected_cases():
+        check_collected_ratios(ctx, families, family, loc, scale, dtype, seed, what)
+    ctx.property(draws.collected_cases(families=families, dtype=ctx.dtype),
+                 lambda c: check_collected_ratios(ctx, families, *c, what="drawn"), label="drawn", tier="call")
+
+
+# ---------------------------------------------------------------------------------------------
 # ppo_entropy_loss
 
 

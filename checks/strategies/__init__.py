@@ -15,5 +15,6 @@ reuse them in its own tests:
 
 from .base import (
     discounts, finite_floats, flag_arrays, float32_arrays, float_lists, flush, normal_floats, real_arrays, reals, rounded,
+    trace_factors,
 )
 from .returns import BOTH, NONE, TERMINATED, TRUNCATED, Rollout, episode_ends, episodes, rollouts

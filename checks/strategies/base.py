@@ -61,6 +61,21 @@ def discounts(*, min_value: float = 0.0, max_value: float = 1.0) -> st.SearchStr
     return st.one_of(st.sampled_from(edges), st.floats(min_value, max_value))
 
 
+# Trace factors so small that gamma * lambda is in (0, 1e-6]: GAE is then within 1e-6 of TD(0), and an implementation
+# that builds a filter of powers of gamma * lambda down to a threshold (TorchRL's vectorised GAE stops at 1e-7) meets
+# its shortest filter there.
+TINY_TRACE_FACTORS = (1e-8, 5e-8, 3e-7, 1e-6)
+
+
+def trace_factors(*, min_value: float = 0.0, max_value: float = 1.0) -> st.SearchStrategy[float]:
+    """lambda in [min_value, max_value]: as :func:`discounts`, with tiny positive values (``TINY_TRACE_FACTORS``) among
+    the likely ones."""
+    if not (0.0 <= min_value <= max_value <= 1.0):
+        raise InvalidArgument(f"need 0 <= min_value={min_value} <= max_value={max_value} <= 1")
+    edges = [x for x in (min_value, max_value, 0.5, 0.9, 0.99, *TINY_TRACE_FACTORS) if min_value <= x <= max_value]
+    return st.one_of(st.sampled_from(edges), st.floats(min_value, max_value))
+
+
 def float_lists(elements: st.SearchStrategy[float], *, min_size: int = 1, max_size: int = 8) -> st.SearchStrategy[np.ndarray]:
     """1-D float64 arrays of ``elements``, drawn as a list (several times cheaper than ``hnp.arrays``)."""
     if not (0 <= min_size <= max_size):

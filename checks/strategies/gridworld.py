@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ...reference import gridworld as gw
+from .base import TINY_TRACE_FACTORS
 
 
 @lru_cache(maxsize=None)
@@ -25,8 +26,8 @@ def policy_logits():
 
 
 def trace_factors():
-    """lambda in [0, 1], the usual values likely."""
-    return st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0]) | st.floats(0.0, 1.0)
+    """lambda in [0, 1], the usual values likely, and tiny ones (gamma * lambda in (0, 1e-6]: TINY_TRACE_FACTORS)."""
+    return st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0, *TINY_TRACE_FACTORS]) | st.floats(0.0, 1.0)
 
 
 def critics():

@@ -131,6 +131,42 @@ def entropy_batches():
 
 
 # ---------------------------------------------------------------------------------------------
+# ppo_collected_ratios: a policy described per state (the candidate collects from it)
+
+COLLECTED_FAMILIES = ("categorical", "gaussian", "tanh_gaussian")
+# means where a float32 tanh saturates (1 - tanh(u) < 1e-6 from u = 7.25, exactly 0 from 9.01), and where it does not
+SQUASHED_MEANS = st.sampled_from([8.0, -8.0, 9.5, -12.0, 2.0, 0.0]) | _floats(-12.0, 12.0)
+
+
+def collected_cases(*, families=COLLECTED_FAMILIES, dtype=np.float64):
+    """``(family, loc, scale, dtype, seed)``: B in 1..16 states of K components (categorical: 2..5 logits in
+    [-20, 20]; Gaussian: K in 1..3, means in [-6, 6]; tanh-Gaussian: means likely saturating in float32, up to
+    +-12), scales in [0.05, 3], in float32 or ``dtype``; ``seed`` seeds the candidate's sampling."""
+    dtype = _check_dtype(dtype)
+    families = tuple(families)
+    if not families or any(f not in COLLECTED_FAMILIES for f in families):
+        raise InvalidArgument(f"families={families!r} must be a non-empty subset of {COLLECTED_FAMILIES}")
+    return _collected_cases(families, dtype)
+
+
+@st.composite
+def _collected_cases(draw, families, dtype):
+    family = draw(st.sampled_from(families), label="family")
+    B = draw(st.integers(1, 16), label="B")
+    precision = draw(st.sampled_from(sorted({"float32", np.dtype(dtype).name})), label="dtype")
+    if family == "categorical":
+        K = draw(st.integers(2, 5), label="K")
+        loc = np.array(draw(st.lists(_floats(-20.0, 20.0), min_size=B * K, max_size=B * K), label="logits")).reshape(B, K)
+        return family, rounded(loc, precision), None, precision, draw(st.integers(0, 2**31 - 1), label="seed")
+    K = draw(st.integers(1, 3), label="K")
+    means = SQUASHED_MEANS if family == "tanh_gaussian" else _floats(-6.0, 6.0)
+    loc = np.array(draw(st.lists(means, min_size=B * K, max_size=B * K), label="loc")).reshape(B, K)
+    scale = np.array(draw(st.lists(st.sampled_from([0.5, 1.0]) | _floats(0.05, 3.0), min_size=B * K, max_size=B * K),
+                          label="scale")).reshape(B, K)
+    return family, rounded(loc, precision), rounded(scale, precision), precision, draw(st.integers(0, 2**31 - 1), label="seed")
+
+
+# ---------------------------------------------------------------------------------------------
 # ppo_update: the parameters of the suite's cases
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
-from .base import _check_dtype, discounts, finite_floats, rounded
+from .base import _check_dtype, discounts, finite_floats, rounded, trace_factors
 
 NONE, TERMINATED, TRUNCATED, BOTH = 0, 1, 2, 3
 
@@ -128,7 +128,7 @@ def rollouts(
     values = state_values[:-1]
     next_values = np.where(terminated | truncated, final_values, state_values[1:])
     g = draw(as_strategy(gamma if gamma is not None else discounts()), label="gamma")
-    l = draw(as_strategy(lam if lam is not None else discounts()), label="lam")
+    l = draw(as_strategy(lam if lam is not None else trace_factors()), label="lam")
     return Rollout(rewards, values, next_values, terminated, truncated, float(g), float(l)).rounded(dtype)
 
 

@@ -329,17 +329,40 @@ def test_cql_uniform_density_is_the_unit_boxs_and_its_draws_a_point_mass():
 
 
 def test_crr_weight_is_not_detached():
-    """bugs-found 25: beta = 3, A = 0.5, log pi = -1: w = exp(1/6) and d loss / d A = w / 3 = 0.3938; at A / beta = 1000
-    the loss is 20 (the clip) and d loss / d A is NaN (0 * inf through the overflowed exp)."""
+    """bugs-found 25, one state at a time (no broadcast): beta = 3, A = 0.5, log pi = -1: w = exp(1/6) and d loss / d A
+    = w / 3 = 0.3938; at A / beta = 1000 the loss is 20 (the clip) and d loss / d A is NaN (0 * inf through the
+    overflowed exp)."""
     import math
 
-    log_prob = torch.tensor([-1.0, -1.0], dtype=torch.float64, requires_grad=True)
-    advantages = torch.tensor([0.5, 3000.0], dtype=torch.float64, requires_grad=True)
-    loss = adapter.awr_loss(log_prob, advantages, 3.0)
-    assert loss.tolist() == pytest.approx([math.exp(0.5 / 3), 20.0], abs=1e-12)
-    g_logp, g_adv = torch.autograd.grad(loss.sum(), [log_prob, advantages])
-    assert g_logp.tolist() == pytest.approx([-math.exp(0.5 / 3), -20.0], abs=1e-12)
-    assert g_adv[0].item() == pytest.approx(0.3937868, abs=1e-7) and math.isnan(g_adv[1].item())
+    for a, value, grad in ((0.5, math.exp(0.5 / 3), 0.3937868), (3000.0, 20.0, math.nan)):
+        log_prob = torch.tensor([-1.0], dtype=torch.float64, requires_grad=True)
+        advantages = torch.tensor([a], dtype=torch.float64, requires_grad=True)
+        loss = adapter.awr_loss(log_prob, advantages, 3.0)
+        assert loss.item() == pytest.approx(value, abs=1e-12)
+        g_logp, g_adv = torch.autograd.grad(loss.sum(), [log_prob, advantages])
+        assert g_logp.item() == pytest.approx(-value, abs=1e-12)
+        assert math.isnan(g_adv.item()) if math.isnan(grad) else g_adv.item() == pytest.approx(grad, abs=1e-7)
+
+
+def test_crr_weights_every_sample_by_the_batch_mean_weight():
+    """bugs-found 26: on a batch, (N,) log-probabilities times (N, 1) weights broadcast: each sample's loss (read back
+    as B dL/ds_b) is -log pi_b times the mean weight, not its own."""
+    import math
+
+    log_prob = torch.tensor([-1.0, -2.0], dtype=torch.float64)
+    advantages = torch.tensor([0.5, -1.0], dtype=torch.float64)
+    mean_weight = (math.exp(0.5 / 3) + math.exp(-1.0 / 3)) / 2
+    assert adapter.awr_loss(log_prob, advantages, 3.0).tolist() == pytest.approx([mean_weight, 2 * mean_weight], abs=1e-12)
+
+
+def test_ppo_first_ratios_on_its_own_collected_batch_are_one():
+    """Tianshou's PPO stores log pi_old in _preprocess_batch from the raw (pre-squash) actions the collector keeps: the
+    first ratios are exactly 1, saturated tanh draws included."""
+    loc, scale = torch.full((16, 2), 8.0), torch.full((16, 2), 0.5)
+    for family in ("gaussian", "tanh_gaussian"):
+        assert torch.equal(adapter.ppo_collected_ratios(family, loc, scale, 0), torch.ones(16))
+    assert torch.equal(adapter.ppo_collected_ratios("categorical", torch.randn(8, 3, dtype=torch.float64), None, 1),
+                       torch.ones(8, dtype=torch.float64))
 
 
 def test_the_adapter_puts_back_what_it_replaces():

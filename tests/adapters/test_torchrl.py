@@ -109,15 +109,29 @@ def test_value_loss_normalisation_and_kl_penalty_conventions_p8_p10():
 
 
 def test_tanh_normal_p11():
-    """Stable Jacobian in float64; the action is re-inverted with a clamp at 1 - resolution."""
-    def at(u, dtype=torch.float64):
+    """The main column scores the draw as the actor stores it (exact, stable Jacobian); the variant
+    tanh_log_prob_of_action re-inverts the action with a clamp at 1 - resolution (bugs-found: not a defect, R5)."""
+    def at(u, dtype=torch.float64, candidate=adapter):
         t = lambda x: torch.tensor([[x]], dtype=dtype)
-        return adapter.tanh_gaussian_log_prob(t(0.3), t(np.log(1.5)), t(u)).item()
+        return candidate.tanh_gaussian_log_prob(t(0.3), t(np.log(1.5)), t(u)).item()
 
-    assert at(2.0) == pytest.approx(0.683380, abs=1e-6)
-    assert at(10.0) == pytest.approx(-3.619587, abs=1e-6)
-    assert at(20.0) == pytest.approx(-34.112726, abs=1e-5)  # exact: -48.952920 (inverse clamped)
-    assert at(10.0, torch.float32) == pytest.approx(1.057882, abs=1e-4)  # exact: -3.619587
+    action = adapter.tanh_log_prob_of_action
+    assert at(2.0) == pytest.approx(0.683380, abs=1e-6) and at(2.0, candidate=action) == pytest.approx(0.683380, abs=1e-6)
+    assert at(10.0) == pytest.approx(-3.619587, abs=1e-6) and at(20.0) == pytest.approx(-48.952920, abs=1e-6)
+    assert at(10.0, torch.float32) == pytest.approx(-3.619587, abs=1e-4)
+    assert at(20.0, candidate=action) == pytest.approx(-34.112726, abs=1e-5)  # exact: -48.952920 (inverse clamped)
+    assert at(10.0, torch.float32, action) == pytest.approx(1.057882, abs=1e-4)  # exact: -3.619587
+
+
+def test_ppo_first_ratios_on_a_collected_squashed_batch():
+    """bugs-found 14: the actor stores the exact pre-image's log-prob, ClipPPOLoss re-scores the action through the
+    clamped atanh: N(8, 0.5^2) in float32 gives ratios far from 1 before any update; the other families give 1."""
+    loc, scale = torch.full((64, 1), 8.0), torch.full((64, 1), 0.5)
+    ratios = adapter.ppo_collected_ratios("tanh_gaussian", loc, scale, 0)
+    assert ratios.median().item() == pytest.approx(0.0687, abs=1e-3) and ((ratios - 1).abs() > 0.2).float().mean() > 0.9
+    assert torch.equal(adapter.ppo_collected_ratios("gaussian", loc, scale, 0), torch.ones(64))
+    assert torch.equal(adapter.ppo_collected_ratios("categorical", torch.randn(16, 4, dtype=torch.float64), None, 1),
+                       torch.ones(16, dtype=torch.float64))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,9 +165,11 @@ def test_hard_update_copies_every_interval_plus_one_steps():
         updater.step()
         targets.append(loss.target_value_network_params["module", "theta"].item())
     assert targets == [0.0, 0.0, 3.0, 3.0, 3.0, 6.0]  # every 2 steps: [0, 2, 2, 4, 4, 6]
-    # the adapter's target_network_updates at tau = 1 is that HardUpdate; tau < 1 is SoftUpdate, which has no period
+    # the adapter's target_network_updates at tau = 1 with a period is that HardUpdate; with period 1 it is
+    # SoftUpdate(tau=1.0), which copies at every step (a user's "copy every step"); tau < 1 is SoftUpdate, no period
     online = f64([[1.0], [2.0], [3.0], [4.0], [5.0], [6.0]])
     assert adapter.target_network_updates(f64([0.0]), online, 1.0, 2, (1,) * 6)[:, 0].tolist() == targets
+    assert adapter.target_network_updates(f64([0.0]), online, 1.0, 1, (1,) * 6)[:, 0].tolist() == [1, 2, 3, 4, 5, 6]
     assert adapter.target_network_updates(f64([0.0]), online[:2], 0.5, 1, (2,))[:, 0].tolist() == [0.5, 1.25]
     with pytest.raises(ValueError, match="no period"):
         adapter.target_network_updates(f64([0.0]), online, 0.5, 2, (6,))
@@ -262,3 +278,23 @@ def test_offline_known_answers():
     assert awr.tolist() == pytest.approx([np.exp(1.5), 0.5 * np.exp(-3.0), 200.0], rel=1e-15)
     penalty = adapter.cql_penalty(f64([[1.0, 2.0, 3.0]]), torch.tensor([0]), 0.5)
     assert penalty.item() == pytest.approx(1.2038029822221902, rel=1e-15)
+
+
+def test_the_gae_strategies_reach_the_vectorised_gae_s_second_crash():
+    """bugs-found 15: below gamma * lambda = 1e-7 the vectorised GAE's filter has length 0 (IndexError: index 0 is out
+    of bounds). The matrix's cells show the first crash, at gamma * lambda = 0, which every clause that draws lambda
+    meets first (a known answer, or the simpler example Hypothesis shrinks to); with that one routed to the loop, the
+    drawn trace factors in (0, 1e-6] find the second."""
+    from types import SimpleNamespace
+
+    from rlspec.checks import run_conformance
+
+    vectorised, loop = adapter.vec_gae.gae, adapter.gae
+
+    def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+        zero = float(gamma) * float(lam) == 0.0
+        return (loop if zero else vectorised)(rewards, values, next_values, terminated, truncated, gamma, lam)
+
+    candidate = SimpleNamespace(gae=gae, RLSPEC_ARRAY="torch", RLSPEC_PRECISION="float32")
+    result = run_conformance(candidate, clauses=["GAE-LAMBDA-MIXTURE"], profile="ci")["GAE-LAMBDA-MIXTURE"]
+    assert result.status == "error" and "index 0 is out of bounds" in result.message, result.message

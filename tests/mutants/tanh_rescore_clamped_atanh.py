@@ -5,7 +5,7 @@ so the density of a different sample is returned."""
 
 import numpy as np
 
-RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "R5 torchrl-tanhnormal-reinverts-through-clamped-atanh (SB3 re-scores the same way)"}
+RLSPEC_MUTANT = {"clauses": ["TANH-STABLE-AT-SATURATION"], "bug": "R5 torchrl-tanhnormal-log-prob-of-saturated-action (SB3 re-scores the same way)"}
 
 
 def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
