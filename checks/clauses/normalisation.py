@@ -760,24 +760,27 @@ def run_rewards(ctx, rewards, terminated, truncated, gamma):
 
 
 def diagnose_rewards(actual, rewards, terminated, truncated, gamma, rule, tol) -> str:
+    """The known wrong rules whose outputs the candidate's match (several can agree on one input: all are named)."""
     right, _ = reward_oracle(rewards, terminated, truncated, gamma, rule, 0.0)
+    causes = []
     for kwargs, cause in (
         ({"statistic": "reward"}, "the rewards are divided by their own running std, not the discounted return's"),
         ({"statistic": "centred"}, "the rewards are centred by the return's running mean: reward scaling divides only"),
-        ({"reset": "same-step"}, "the accumulator's history is zeroed by the terminated step's own flag (R_t = gamma (1 - terminated_t) R_{t-1} + r_t): the terminal step loses its episode's return and the next episode inherits gamma r_t"),
+        ({"reset": "same-step"}, "the accumulator's history is zeroed by the terminated step's own flag (R_t = gamma (1 - "
+                                 "terminated_t) R_{t-1} + r_t): the terminal step loses its episode's return, the next "
+                                 "episode inherits gamma r_t, and a truncation never resets it"),
+        ({"reset": "none"}, "the accumulator is never reset at episode ends"),
         ({"reset": "terminated"}, "the accumulator is reset on terminated only: after a time limit the next episode inherits the previous return"),
         ({"reset": "truncated"}, "the accumulator is reset on truncated only: after a termination the next episode inherits the previous return"),
-        ({"reset": "none"}, "the accumulator is never reset at episode ends"),
     ):
         wrong, _ = reward_oracle(rewards, terminated, truncated, gamma, rule, 0.0, **kwargs)
         if matches(actual, wrong, tol) and not matches(right, wrong, tol):
-            return cause
-    if rule.clip is not None:
-        clipped = np.clip(rewards, -rule.clip, rule.clip)
-        wrong, _ = reward_oracle(clipped, terminated, truncated, gamma, dataclasses.replace(rule), 0.0)
+            causes.append(cause)
+    if rule.clip is not None and not causes:
+        wrong, _ = reward_oracle(np.clip(rewards, -rule.clip, rule.clip), terminated, truncated, gamma, rule, 0.0)
         if matches(actual, wrong, tol) and not matches(right, wrong, tol):
-            return "the rewards are clipped before the return statistics see them"
-    return ""
+            causes.append("the rewards are clipped before the return statistics see them")
+    return "; or ".join(causes) + (" (these agree on this input)" if len(causes) > 1 else "")
 
 
 def check_rewards(ctx, rewards, terminated, truncated, gamma, *, what: str, published=None, cause: str = ""):
