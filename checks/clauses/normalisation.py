@@ -68,6 +68,13 @@ from ...spec import contract
 ORACLE = 4 * U64  # the oracle's own rounding of each value it returns, relative
 
 
+def agrees(actual, wrong, tol) -> bool:
+    """For diagnoses: ``actual`` equals a known wrong answer to within twice the tolerance of the right one plus a few
+    float64 roundings of the wrong one (which may be far larger than the right answer)."""
+    wrong = np.asarray(wrong, dtype=np.float64)
+    return matches(actual, wrong, 2 * np.asarray(tol) + 1e-12 * np.abs(wrong))
+
+
 # ---------------------------------------------------------------------------------------------
 # exact running statistics
 
@@ -315,18 +322,18 @@ def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v) -> str:
         stats = merge_bounds(stats, m_b, v_b, len(rows), zero, zero, 0.0)
         v_u = rows.var(axis=0, ddof=1) if len(rows) > 1 else np.full(x.shape[1], np.nan)
         unbiased = merge_bounds(unbiased, m_b, v_u, len(rows), zero, zero, 0.0)
-    if np.all(np.isfinite(unbiased.v)) and matches(var, unbiased.v, tol_v) and not matches(stats.v, unbiased.v, tol_v):
+    if np.all(np.isfinite(unbiased.v)) and agrees(var, unbiased.v, tol_v) and not matches(stats.v, unbiased.v, tol_v):
         return "each batch's variance is the unbiased one (divided by b - 1) but is merged as a population variance (times b)"
     averaged = np.mean([rows.var(axis=0) for rows in parts], axis=0)
-    if len(parts) > 1 and matches(var, averaged, tol_v) and not matches(stats.v, averaged, tol_v):
+    if len(parts) > 1 and agrees(var, averaged, tol_v) and not matches(stats.v, averaged, tol_v):
         return "the batches' variances are averaged: the spread between the batch means (delta^2 n_a n_b / n) is lost"
     last = parts[-1]
-    if len(parts) > 1 and matches(mean, last.mean(axis=0), tol_m) and not matches(stats.m, last.mean(axis=0), tol_m):
+    if len(parts) > 1 and agrees(mean, last.mean(axis=0), tol_m) and not matches(stats.m, last.mean(axis=0), tol_m):
         return "the statistics are those of the last batch only: earlier batches are overwritten, not merged"
     for other in (0.0, 1e-4, 1.0):
         if other != c0:
             alt = concatenation(x, batch_end, other)
-            if matches(mean, alt[0], tol_m) and matches(var, alt[1], tol_v):
+            if agrees(mean, alt[0], tol_m) and agrees(var, alt[1], tol_v):
                 return f"the statistics start from an initial count of {other:g}, not the declared {c0:g} (moments_initial_count)"
     return ""
 
@@ -453,11 +460,11 @@ def check_merge(ctx, a, b, *, what: str, Ea=None, Eb=None):
         n_a, n_b, n = args["count_a"], args["count_b"], e_count
         delta = args["mean_b"] - args["mean_a"]
         plain = (n_a * args["var_a"] + n_b * args["var_b"]) / n
-        if matches(var, plain, tol_v) and not matches(e_var, plain, tol_v):
+        if agrees(var, plain, tol_v) and not matches(e_var, plain, tol_v):
             return "the cross term delta^2 n_a n_b / n is missing from the merged variance"
-        if matches(var, plain + delta**2 * n_a * n_b / n**2 / n, tol_v) and not matches(e_var, plain + delta**2 * n_a * n_b / n**3, tol_v):
+        if agrees(var, plain + delta**2 * n_a * n_b / n**2 / n, tol_v) and not matches(e_var, plain + delta**2 * n_a * n_b / n**3, tol_v):
             return "the cross term is divided by n once too often"
-        if matches(mean, args["mean_a"] + delta * n_a / n, tol_m) and not matches(e_mean, args["mean_a"] + delta * n_a / n, tol_m):
+        if agrees(mean, args["mean_a"] + delta * n_a / n, tol_m) and not matches(e_mean, args["mean_a"] + delta * n_a / n, tol_m):
             return "the new mean moves by delta n_a / n: the counts are swapped"
         return ""
 
@@ -608,18 +615,18 @@ def diagnose_observations(actual, obs, train_steps, rule: Normaliser, tol) -> st
     for other, cause in alternatives:
         wrong, _ = observation_oracle(obs, train_steps, other, 0.0)
         right, _ = observation_oracle(obs, train_steps, rule, 0.0)
-        if matches(actual, wrong, tol) and not matches(right, wrong, tol):
+        if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             return cause
     if train_steps < len(obs):
         wrong, _ = observation_oracle(obs, train_steps, rule, 0.0, evaluation_updates=True)
         right, _ = observation_oracle(obs, train_steps, rule, 0.0)
-        if matches(actual, wrong, tol) and not matches(right, wrong, tol):
+        if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             return "the statistics are updated in evaluation mode (steps from train_steps on)"
     clipped = obs if rule.clip is None else np.clip(obs, -rule.clip, rule.clip)
     if rule.clip is not None:
         wrong, _ = observation_oracle(clipped, train_steps, rule, 0.0)
         right, _ = observation_oracle(obs, train_steps, rule, 0.0)
-        if matches(actual, wrong, tol) and not matches(right, wrong, tol):
+        if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             return "the raw observations are clipped before the statistics see them"
     return ""
 
@@ -710,7 +717,8 @@ REWARDS = contract.known_answer("normalisation.rewards")
 
 def accumulators(rewards, terminated, truncated, gamma, *, reset="both"):
     """The exact return accumulators (T, N) as rationals; ``reset`` names a wrong rule for diagnoses:
-    "terminated", "truncated", "none", or "same-step" (the history zeroed by the step's own flag)."""
+    "terminated", "truncated", "none", "same-step" (the history zeroed by the step's own terminated flag, never
+    reset after) or "same-step-reset" (that, and reset after every end)."""
     g = Fraction(float(gamma))
     T, N = rewards.shape
     out = [[None] * N for _ in range(T)]
@@ -719,8 +727,10 @@ def accumulators(rewards, terminated, truncated, gamma, *, reset="both"):
         for j in range(N):
             r = Fraction(float(rewards[t, j]))
             ends = {"both": terminated[t, j] or truncated[t, j], "terminated": terminated[t, j],
-                    "truncated": truncated[t, j], "none": False, "same-step": False}[reset]
-            history = running[j] if not (reset == "same-step" and terminated[t, j]) else Fraction(0)
+                    "truncated": truncated[t, j], "none": False, "same-step": False,
+                    "same-step-reset": terminated[t, j] or truncated[t, j]}[reset]
+            own_flag = reset.startswith("same-step") and terminated[t, j]
+            history = Fraction(0) if own_flag else running[j]
             running[j] = g * history + r
             out[t][j] = running[j]
             if ends:
@@ -769,16 +779,19 @@ def diagnose_rewards(actual, rewards, terminated, truncated, gamma, rule, tol) -
         ({"reset": "same-step"}, "the accumulator's history is zeroed by the terminated step's own flag (R_t = gamma (1 - "
                                  "terminated_t) R_{t-1} + r_t): the terminal step loses its episode's return, the next "
                                  "episode inherits gamma r_t, and a truncation never resets it"),
+        ({"reset": "same-step-reset"}, "the terminated step's own flag zeroes the accumulator's history (R_t = gamma (1 - "
+                                       "terminated_t) R_{t-1} + r_t): the terminal step's statistic is r_t alone, not its "
+                                       "episode's discounted return"),
         ({"reset": "none"}, "the accumulator is never reset at episode ends"),
         ({"reset": "terminated"}, "the accumulator is reset on terminated only: after a time limit the next episode inherits the previous return"),
         ({"reset": "truncated"}, "the accumulator is reset on truncated only: after a termination the next episode inherits the previous return"),
     ):
         wrong, _ = reward_oracle(rewards, terminated, truncated, gamma, rule, 0.0, **kwargs)
-        if matches(actual, wrong, tol) and not matches(right, wrong, tol):
+        if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             causes.append(cause)
     if rule.clip is not None and not causes:
         wrong, _ = reward_oracle(np.clip(rewards, -rule.clip, rule.clip), terminated, truncated, gamma, rule, 0.0)
-        if matches(actual, wrong, tol) and not matches(right, wrong, tol):
+        if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             causes.append("the rewards are clipped before the return statistics see them")
     return "; or ".join(causes) + (" (these agree on this input)" if len(causes) > 1 else "")
 
@@ -930,15 +943,15 @@ def check_approx_kl(ctx, logp_new, logp_old, minibatch_end=None, *, what: str, m
     def diagnose(v):
         for other in ("k1", "k2", "k3"):
             alt = averaged(kl_exact(other, old, new), minibatch_end, mode)
-            if other != kind and matches(v, alt, tol) and not matches(expected, alt, tol):
+            if other != kind and agrees(v, alt, tol) and not matches(expected, alt, tol):
                 return f"diagnostic_approx_kl averages {other}, not the declared {kind} (approx_kl_estimator)"
         reversed_ = averaged(kl_exact(kind, new, old), minibatch_end, mode)
-        if matches(v, reversed_, tol) and not matches(expected, reversed_, tol):
+        if agrees(v, reversed_, tol) and not matches(expected, reversed_, tol):
             return "the log ratio is taken the other way round (logp_old - logp_new)"
         if minibatch_end is not None:
             for other in ("samples", "minibatches", "last-minibatch"):
                 alt = averaged(per_sample, minibatch_end, other)
-                if other != mode and matches(v, alt, tol) and not matches(expected, alt, tol):
+                if other != mode and agrees(v, alt, tol) and not matches(expected, alt, tol):
                     return f"the minibatches are averaged as {other!r}, not as declared ({mode!r}, diagnostic_average)"
         return ""
 
@@ -1025,12 +1038,12 @@ def check_clip_fraction(ctx, logp_new, logp_old, clip_eps, minibatch_end=None, *
 
     def diagnose(v):
         inclusive = averaged(((log_r == 0) & (clip_eps == 0)) | (np.abs(np.expm1(log_r)) >= clip_eps), minibatch_end, mode)
-        if matches(v, inclusive, tol) and not matches(expected, inclusive, tol):
+        if agrees(v, inclusive, tol) and not matches(expected, inclusive, tol):
             return "the comparison is >= (a ratio on the boundary, r = 1 at eps = 0, counted as clipped): it is |r - 1| > eps"
         if minibatch_end is not None:
             for other in ("samples", "minibatches", "last-minibatch"):
                 alt = averaged(outside.astype(float), minibatch_end, other)
-                if other != mode and matches(v, alt, tol) and not matches(expected, alt, tol):
+                if other != mode and agrees(v, alt, tol) and not matches(expected, alt, tol):
                     return f"the minibatches are averaged as {other!r}, not as declared ({mode!r}, diagnostic_average)"
         return ""
 
@@ -1107,16 +1120,16 @@ def check_explained(ctx, values, returns, *, what: str):
 
     def diagnose(got):
         swapped, _, _ = explained_oracle(r, v, eps)
-        if matches(got, swapped, tol) and not matches(expected, swapped, tol):
+        if agrees(got, swapped, tol) and not matches(expected, swapped, tol):
             return "the arguments are swapped: Var[V] is in the denominator (diagnostic_explained_variance(values, returns))"
         B = len(r)
         for scale, label in ((B / (B - 1), "the residual's variance is unbiased and the returns' not"),
                              ((B - 1) / B, "the returns' variance is unbiased and the residual's not")):
             mixed = 1 - a * scale / b
-            if matches(got, mixed, tol) and not matches(expected, mixed, tol):
+            if agrees(got, mixed, tol) and not matches(expected, mixed, tol):
                 return f"the two variances use different divisors: {label}"
         summed = 1 - float(exact_variance([Fraction(float(x)) + Fraction(float(y)) for x, y in zip(r, v)])) / b
-        if matches(got, summed, tol) and not matches(expected, summed, tol):
+        if agrees(got, summed, tol) and not matches(expected, summed, tol):
             return "the residual is R + V, not R - V"
         return ""
 
@@ -1215,14 +1228,14 @@ def check_entropy(ctx, logits, minibatch_end=None, *, what: str, mode: str = "sa
         p = parts[2]
         mixture = p.mean(axis=0)
         of_mean = float(-(mixture[mixture > 0] * np.log(mixture[mixture > 0])).sum())
-        if matches(v, of_mean, tol) and not matches(expected, of_mean, tol):
+        if agrees(v, of_mean, tol) and not matches(expected, of_mean, tol):
             return "the entropy of the batch's average distribution is returned, not the mean of the rows' entropies"
-        if matches(v, expected / math.log(2), tol) and not matches(expected, expected / math.log(2), tol):
+        if agrees(v, expected / math.log(2), tol) and not matches(expected, expected / math.log(2), tol):
             return "the entropy is in bits (log2), not nats"
         if minibatch_end is not None:
             for other in ("samples", "minibatches", "last-minibatch"):
                 alt = averaged(H, minibatch_end, other)
-                if other != mode and matches(v, alt, tol) and not matches(expected, alt, tol):
+                if other != mode and agrees(v, alt, tol) and not matches(expected, alt, tol):
                     return f"the minibatches are averaged as {other!r}, not as declared ({mode!r}, diagnostic_average)"
         return ""
 
