@@ -591,6 +591,29 @@ def observation_oracle(obs, train_steps, rule: Normaliser, u, *, evaluation_upda
     return expected, tol
 
 
+def unbiased_batches_observations(obs, train_steps, rule: Normaliser) -> np.ndarray:
+    """What a normaliser whose batches' variances are unbiased (n - 1) but merged as population variances outputs
+    (float64, for diagnoses; NaN where a batch has one row)."""
+    T, N, D = obs.shape
+    out = np.empty_like(obs)
+    groups = [list(range(N))] if rule.scope == "shared" else [[j] for j in range(N)]
+    zero = np.zeros(D)
+    for columns in groups:
+        state = Bounds.start(D, rule.count0, 0.0)
+        for t in range(T):
+            before = state
+            rows = obs[t, columns]
+            if t < train_steps:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    v_b = rows.var(axis=0, ddof=1) if len(rows) > 1 else np.full(D, np.nan)
+                state = merge_bounds(state, rows.mean(axis=0), v_b, len(rows), zero, zero, 0.0)
+            use = before if rule.order == "normalise-then-update" and t < train_steps else state
+            with np.errstate(invalid="ignore"):
+                y = (rows - use.m) / rule.denominator(use.v)
+            out[t, columns] = y if rule.clip is None else np.clip(y, -rule.clip, rule.clip)
+    return out
+
+
 def run_observations(ctx, obs, train_steps):
     obs = rounded(np.asarray(obs, dtype=np.float64), ctx.dtype)
     c = call(ctx, "normalize_observations", {"obs": obs, "train_steps": int(train_steps)}, shape=obs.shape)
@@ -622,6 +645,11 @@ def diagnose_observations(actual, obs, train_steps, rule: Normaliser, tol) -> st
         right, _ = observation_oracle(obs, train_steps, rule, 0.0)
         if agrees(actual, wrong, tol) and not matches(right, wrong, tol):
             return "the statistics are updated in evaluation mode (steps from train_steps on)"
+    unbiased = unbiased_batches_observations(obs, train_steps, rule)
+    right, _ = observation_oracle(obs, train_steps, rule, 0.0)
+    if np.all(np.isfinite(unbiased)) and agrees(actual, unbiased, tol) and not matches(right, unbiased, tol):
+        return ("each step's batch variance is the unbiased one (divided by n - 1) but is merged as a population "
+                "variance: the running variance overstates the spread")
     clipped = obs if rule.clip is None else np.clip(obs, -rule.clip, rule.clip)
     if rule.clip is not None:
         wrong, _ = observation_oracle(clipped, train_steps, rule, 0.0)

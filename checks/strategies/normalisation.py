@@ -41,6 +41,15 @@ def _ends(draw, size: int, label: str) -> np.ndarray:
     return ends
 
 
+def _minibatch_ends(draw, size: int, label: str) -> np.ndarray:
+    """Minibatches as a PPO update cuts a batch of ``size`` samples: a drawn minibatch size b, the last one smaller."""
+    b = draw(st.integers(1, size), label=label)
+    ends = np.zeros(size, dtype=bool)
+    ends[b - 1::b] = True
+    ends[-1] = True
+    return ends
+
+
 def streams(*, max_rows: int = 12, max_features: int = 3, magnitude: float = 1e3):
     """``(x, batch_end)``: 1..max_rows samples of 1..max_features features (an offset, the same for every row,
     plus a spread) cut into batches at random."""
@@ -116,7 +125,8 @@ def _reward_streams(draw, max_steps, max_envs, magnitude):
 
 def ratio_batches(*, max_samples: int = 12, max_log_ratio: float = 1.0):
     """``(logp_new, logp_old, minibatch_end)``: 1..max_samples samples with log-probabilities in [-10, 0] and log
-    ratios in [-max_log_ratio, max_log_ratio] (some exactly 0), cut into minibatches at random."""
+    ratios in [-max_log_ratio, max_log_ratio] (some exactly 0), cut into minibatches of a drawn size (the last one
+    smaller), as a PPO update cuts its batch."""
     if not (isinstance(max_log_ratio, (int, float)) and 0 < max_log_ratio <= 30):
         raise InvalidArgument(f"max_log_ratio={max_log_ratio!r} must be in (0, 30]")
     return _ratio_batches(_positive_int("max_samples", max_samples), float(max_log_ratio))
@@ -129,7 +139,7 @@ def _ratio_batches(draw, max_samples, max_log_ratio):
     log_r = draw(st.lists(st.sampled_from([0.0]) | st.floats(-max_log_ratio, max_log_ratio, width=32), min_size=B, max_size=B),
                  label="log r")
     new = (old + np.array(log_r)).astype(np.float32).astype(np.float64)
-    return new, old, _ends(draw, B, "minibatch_end")
+    return new, old, _minibatch_ends(draw, B, "minibatch size")
 
 
 def critic_batches(*, max_samples: int = 12, magnitude: float = 100.0):
@@ -170,7 +180,7 @@ def _sampled_categoricals(draw, samples, max_outcomes):
 
 def logit_batches(*, max_samples: int = 8, max_actions: int = 6):
     """``(logits, minibatch_end)``: 1..max_samples rows of 1..max_actions logits in [-20, 20] (sometimes -1000:
-    a saturated action), cut into minibatches at random."""
+    a saturated action), cut into minibatches of a drawn size (the last one smaller)."""
     return _logit_batches(_positive_int("max_samples", max_samples), _positive_int("max_actions", max_actions))
 
 
@@ -179,4 +189,4 @@ def _logit_batches(draw, max_samples, max_actions):
     B = draw(st.integers(1, max_samples), label="B")
     A = draw(st.integers(1, max_actions), label="A")
     logits = _matrix(draw, B, A, st.sampled_from([-1000.0]) | st.floats(-20.0, 20.0, width=32), "logits")
-    return logits, _ends(draw, B, "minibatch_end")
+    return logits, _minibatch_ends(draw, B, "minibatch size")
