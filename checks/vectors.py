@@ -484,18 +484,20 @@ def _awr(x, ref, u, conv):
 def _normaliser(conv, clip_key):
     from .clauses import normalisation
 
+    decay = conv["moments_decay"]
     return normalisation.Normaliser(float(conv["moments_initial_count"]), float(conv["normalization_eps"]),
                                     conv["normalization_eps_form"], conv[clip_key], conv["normalization_order"],
-                                    conv["normalization_scope"])
+                                    conv["normalization_scope"], None if decay is None else float(decay))
 
 
 @rule("running_moments")
 def _running_moments(x, ref, u, conv):
     from .clauses import normalisation
 
-    c0 = float(conv["moments_initial_count"])
-    mean, var, count = normalisation.concatenation(x["x"], x["batch_end"], c0)
-    bounds = normalisation.moments_bounds(x["x"], x["batch_end"], c0, u).at(-1)
+    c0, decay = float(conv["moments_initial_count"]), conv["moments_decay"]
+    decay = None if decay is None else float(decay)
+    mean, var, count = normalisation.concatenation(x["x"], x["batch_end"], c0, decay)
+    bounds = normalisation.moments_bounds(x["x"], x["batch_end"], c0, u, decay=decay).at(-1)
     tol_m, tol_v, tol_n = normalisation.moments_tolerance(mean, var, bounds, count, u)
     return {"mean": Bound.of(mean, tol_m), "var": Bound.of(var, tol_v), "count": Bound.of(count, tol_n)}
 

@@ -24,7 +24,9 @@ every value is added; counts n are exact numbers, a prior's count c included).
       EM2 = n_a Ev_a + v_a En_a + n_b Ev_b + 2 |delta| C Ed + C Ed^2 + delta^2 (n_b En_a / n + C En / n)
             + u (3 n_a v_a + 2 n_b v_b + 6 C delta^2 + 2 M2)
       Ev = EM2 / n + v (u + En / n)
-  which covers delta n_b / n and (n_a m_a + n_b m_b) / n for the mean, a stored variance or a stored M2. The
+  which covers delta n_b / n and (n_a m_a + n_b m_b) / n for the mean, a stored variance or a stored M2. With a
+  declared decay d the previous statistics enter with the weight d n_a (its scaling rounds: 2 u d n_a more on the
+  count, the variance term's 3 u covers the rest) and every recursion is discounted by d. The
   textbook one-pass form E[x^2] - E[x]^2 errs by about u (m^2 + v) / v relative to the variance, far beyond.
 * Normalisation ``y = (x - m) / d`` with d = sqrt(v + eps) (``variance``), sqrt(v) + eps (``std``) or
   max(sqrt(v), eps) (``max-std``): Ed = (Ev + u (v + eps)) / (2 d) + u d, and for the other forms
@@ -93,12 +95,18 @@ class ExactMoments:
     """The exact running statistics of a prior pseudo-batch (count c, mean 0, variance 1) and the rows added,
     per feature: sums of x and x^2 as rationals."""
 
-    def __init__(self, features: int, count0: float):
+    def __init__(self, features: int, count0: float, decay: float | None = None):
         self.count = Fraction(count0)
         self.s1 = [Fraction(0)] * features
         self.s2 = [Fraction(count0)] * features  # the prior's mass c at E[y^2] = 1
+        self.decay = None if decay is None else Fraction(float(decay))
 
     def add(self, rows) -> None:
+        """Fold in a batch: every earlier weight (the prior's included) is multiplied by the decay first."""
+        if self.decay is not None:
+            self.count *= self.decay
+            self.s1 = [x * self.decay for x in self.s1]
+            self.s2 = [x * self.decay for x in self.s2]
         rows = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         for d in range(rows.shape[1]):
             ints, E = _integers(rows[:, d])
@@ -117,10 +125,15 @@ class ExactMoments:
         return np.array([float(m) for m in means]), np.array([float(v) for v in variances]), float(self.count)
 
 
-def concatenation(x, batch_end, count0) -> tuple[np.ndarray, np.ndarray, float]:
-    """The exact statistics of the prior followed by every row (the batches do not matter)."""
-    stats = ExactMoments(x.shape[1], count0)
-    stats.add(x)
+def concatenation(x, batch_end, count0, decay=None) -> tuple[np.ndarray, np.ndarray, float]:
+    """The exact statistics of the prior followed by every row (the batches do not matter unless a decay weighs
+    them)."""
+    stats = ExactMoments(x.shape[1], count0, decay)
+    if decay is None:
+        stats.add(x)
+    else:
+        for rows in batches(x, batch_end):
+            stats.add(rows)
     return stats.floats()
 
 
@@ -171,50 +184,66 @@ def batch_statistics(x, ends, u, row_errors=None):
     return sizes[:, 0], m_b, v_b, Em_b, EM2_b / sizes + u * v_b
 
 
-def fold_bounds(state: Bounds, sizes, m_b, v_b, Em_b, Ev_b, u, En_b=None) -> Bounds:
+def recur(factor: float, increments, start) -> np.ndarray:
+    """``y_k = factor y_{k-1} + increments_k`` from ``y_0 = start`` (a cumulative sum when the factor is 1)."""
+    increments = np.asarray(increments, dtype=np.float64)
+    if factor == 1.0:
+        return start + np.cumsum(increments, axis=0)
+    out, y = np.empty_like(increments), start
+    for k in range(len(increments)):
+        y = factor * y + increments[k]
+        out[k] = y
+    return out
+
+
+def fold_bounds(state: Bounds, sizes, m_b, v_b, Em_b, Ev_b, u, En_b=None, decay=None) -> Bounds:
     """The pairwise update folding K batches into ``state`` one after another, with the error bounds after each
-    (module docstring). The recursions are linear with telescoping factors ((1 - w_k) = n_{k-1} / n_k), so they
-    are cumulative sums: Em_k n_k = Em_{k-1} n_{k-1} + s_k n_k, and X_k = n_k Ev_k grows by the terms of EM2_k."""
+    (module docstring). With a decay d the previous statistics enter each merge with the weight d n_{k-1}. The
+    recursions are linear with telescoping factors ((1 - w_k) = d n_{k-1} / n_k), so they are (discounted)
+    cumulative sums: Em_k n_k = d Em_{k-1} n_{k-1} + s_k n_k, and X_k = n_k Ev_k grows by the terms of EM2_k."""
+    d = 1.0 if decay is None else float(decay)
     sizes = np.asarray(sizes, dtype=np.float64)
-    n = state.n + np.cumsum(sizes)  # (K,)
+    n = recur(d, sizes, state.n)  # (K,)
     n_prev = np.concatenate([[state.n], n[:-1]])
-    En = state.En + u * np.cumsum(n) + (0.0 if En_b is None else np.cumsum(En_b))
+    kept = d * n_prev  # the previous statistics' weight at each merge
+    count_errors = u * n + (0.0 if decay is None else 2 * u * kept)  # the sum (and the scaling by d)
+    En = recur(d, count_errors + (0.0 if En_b is None else np.asarray(En_b, dtype=np.float64)), state.En)
     En_prev = np.concatenate([[state.En], En[:-1]])
     # the exact running mean and variance, through sums of the data shifted by a reference (no cancellation)
     shift = m_b[0]
-    s1 = state.n * (state.m - shift) + np.cumsum(sizes[:, None] * (m_b - shift), axis=0)
-    s2 = state.n * (state.v + (state.m - shift) ** 2) + np.cumsum(sizes[:, None] * (v_b + (m_b - shift) ** 2), axis=0)
+    s1 = recur(d, sizes[:, None] * (m_b - shift), state.n * (state.m - shift))
+    s2 = recur(d, sizes[:, None] * (v_b + (m_b - shift) ** 2), state.n * (state.v + (state.m - shift) ** 2))
     m = shift + s1 / n[:, None]
     v = np.maximum(s2 / n[:, None] - (m - shift) ** 2, 0.0)
     m_prev = np.concatenate([state.m[None], m[:-1]])
     v_prev = np.concatenate([state.v[None], v[:-1]])
-    w, C = (sizes / n)[:, None], (n_prev * sizes / n)[:, None]
+    w, C = (sizes / n)[:, None], (kept * sizes / n)[:, None]
     delta = m_b - m_prev
     s = (w * Em_b + np.abs(delta) * w * (4 * u + (En / n)[:, None])
          + u * (np.abs(m) + 2 * (1 - w) * np.abs(m_prev) + 2 * w * np.abs(m_b)))
-    Em = (state.Em * state.n + np.cumsum(s * n[:, None], axis=0)) / n[:, None]
+    Em = recur(d, s * n[:, None], state.Em * state.n) / n[:, None]
     Em_prev = np.concatenate([state.Em[None], Em[:-1]])
     Ed = Em_prev + Em_b + u * np.abs(delta)
     M2 = n[:, None] * v
     rest = (sizes[:, None] * Ev_b + 2 * np.abs(delta) * C * Ed + C * Ed**2
-            + delta**2 * ((sizes * En_prev / n)[:, None] + C * (En / n)[:, None])
-            + u * (3 * n_prev[:, None] * v_prev + 2 * sizes[:, None] * v_b + 6 * C * delta**2 + 2 * M2))
-    grow = v_prev * En_prev[:, None] + rest + v * (u * n + En)[:, None]
-    X = state.n * state.Ev + np.cumsum(grow, axis=0)
+            + delta**2 * ((sizes * d * En_prev / n)[:, None] + C * (En / n)[:, None])
+            + u * (3 * kept[:, None] * v_prev + 2 * sizes[:, None] * v_b + 6 * C * delta**2 + 2 * M2))
+    grow = v_prev * d * En_prev[:, None] + rest + v * (u * n + En)[:, None]
+    X = recur(d, grow, state.n * state.Ev)
     return Bounds(m, v, n, Em, X / n[:, None], En)
 
 
-def merge_bounds(a: Bounds, m_b, v_b, n_b, Em_b, Ev_b, u, En_b: float = 0.0) -> Bounds:
+def merge_bounds(a: Bounds, m_b, v_b, n_b, Em_b, Ev_b, u, En_b: float = 0.0, decay=None) -> Bounds:
     """One pairwise update of ``a`` with a batch's (or another sample's) statistics and their bounds."""
     return fold_bounds(a, [n_b], np.atleast_2d(m_b), np.atleast_2d(v_b), np.atleast_2d(Em_b), np.atleast_2d(Ev_b), u,
-                       En_b=[En_b]).at(0)
+                       En_b=[En_b], decay=decay).at(0)
 
 
-def stepwise(rows_per_step, features: int, count0, u, row_errors=None):
+def stepwise(rows_per_step, features: int, count0, u, row_errors=None, decay=None):
     """Per step t of a stream whose step t brings the rows ``rows_per_step[t]`` (N, D): the exact statistics and
     the bounds after it, ``[(m, v, Em, Ev)]``, preceded by the initial state's."""
     T, D = len(rows_per_step), features
-    exact = ExactMoments(D, count0)
+    exact = ExactMoments(D, count0, decay)
     out = [(np.zeros(D), np.ones(D), np.zeros(D), np.zeros(D))]
     if T == 0:
         return out
@@ -223,7 +252,7 @@ def stepwise(rows_per_step, features: int, count0, u, row_errors=None):
     ends = np.zeros(len(flat), dtype=bool)
     ends[N - 1::N] = True
     errors = None if row_errors is None else np.concatenate(row_errors)
-    bounds = moments_bounds(flat, ends, count0, u, errors)
+    bounds = moments_bounds(flat, ends, count0, u, errors, decay)
     for t in range(T):
         exact.add(rows_per_step[t])
         m, v, _ = exact.floats()
@@ -231,10 +260,10 @@ def stepwise(rows_per_step, features: int, count0, u, row_errors=None):
     return out
 
 
-def moments_bounds(x, batch_end, count0, u, row_errors=None) -> Bounds:
+def moments_bounds(x, batch_end, count0, u, row_errors=None, decay=None) -> Bounds:
     """The bounds after each batch of ``x`` (N, D) folded in from the prior (one row per batch)."""
     sizes, m_b, v_b, Em_b, Ev_b = batch_statistics(x, batch_end, u, row_errors)
-    return fold_bounds(Bounds.start(x.shape[1], count0, u), sizes, m_b, v_b, Em_b, Ev_b, u)
+    return fold_bounds(Bounds.start(x.shape[1], count0, u), sizes, m_b, v_b, Em_b, Ev_b, u, decay=decay)
 
 
 def moments_tolerance(expected_mean, expected_var, bounds: Bounds, count: float, u: float):
@@ -297,9 +326,16 @@ def initial_count(ctx) -> float:
     return float(ctx.convention("moments_initial_count"))
 
 
+def decay_of(ctx) -> float | None:
+    decay = ctx.convention("moments_decay")
+    return None if decay is None else float(decay)
+
+
 def count_note(ctx) -> str:
-    c0 = initial_count(ctx)
-    return "" if c0 == ctx.default("moments_initial_count") else f" (declared moments_initial_count {c0:g})"
+    c0, decay = initial_count(ctx), decay_of(ctx)
+    declared = ([] if c0 == ctx.default("moments_initial_count") else [f"moments_initial_count {c0:g}"]) + \
+               ([] if decay is None else [f"moments_decay {decay:g}"])
+    return f" (declared {', '.join(declared)})" if declared else ""
 
 
 def batches(x, batch_end):
@@ -309,7 +345,7 @@ def batches(x, batch_end):
         start = end + 1
 
 
-def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v) -> str:
+def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v, decay=None) -> str:
     """Name the mistake when the variance equals a known wrong merge of these batches."""
     parts = list(batches(x, batch_end))
     if len(parts) < 1:
@@ -319,9 +355,9 @@ def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v) -> str:
     zero = np.zeros(x.shape[1])
     for rows in parts:
         m_b, v_b = rows.mean(axis=0), rows.var(axis=0)
-        stats = merge_bounds(stats, m_b, v_b, len(rows), zero, zero, 0.0)
+        stats = merge_bounds(stats, m_b, v_b, len(rows), zero, zero, 0.0, decay=decay)
         v_u = rows.var(axis=0, ddof=1) if len(rows) > 1 else np.full(x.shape[1], np.nan)
-        unbiased = merge_bounds(unbiased, m_b, v_u, len(rows), zero, zero, 0.0)
+        unbiased = merge_bounds(unbiased, m_b, v_u, len(rows), zero, zero, 0.0, decay=decay)
     if np.all(np.isfinite(unbiased.v)) and agrees(var, unbiased.v, tol_v) and not matches(stats.v, unbiased.v, tol_v):
         return "each batch's variance is the unbiased one (divided by b - 1) but is merged as a population variance (times b)"
     averaged = np.mean([rows.var(axis=0) for rows in parts], axis=0)
@@ -332,21 +368,26 @@ def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v) -> str:
         return "the statistics are those of the last batch only: earlier batches are overwritten, not merged"
     for other in (0.0, 1e-4, 1.0):
         if other != c0:
-            alt = concatenation(x, batch_end, other)
+            alt = concatenation(x, batch_end, other, decay)
             if agrees(mean, alt[0], tol_m) and agrees(var, alt[1], tol_v):
                 return f"the statistics start from an initial count of {other:g}, not the declared {c0:g} (moments_initial_count)"
+    if len(parts) > 1:
+        alt = concatenation(x, batch_end, c0, None if decay is not None else 0.9999)
+        if agrees(mean, alt[0], tol_m) and agrees(var, alt[1], tol_v) and not matches(stats.v, alt[1], tol_v):
+            return ("the statistics decay (earlier batches weigh less) where every sample weighs alike is declared, or the other "
+                    "way round (moments_decay)")
     return ""
 
 
 def check_moments(ctx, x, batch_end, *, what: str, published=None):
     """running_moments on (x, batch_end) against the exact statistics of the concatenation."""
-    c0 = initial_count(ctx)
+    c0, decay = initial_count(ctx), decay_of(ctx)
     mean, var, count, c, x = run_moments(ctx, x, batch_end)
     u = c.unit_roundoff
-    e_mean, e_var, e_count = concatenation(x, batch_end, c0)
-    bounds = moments_bounds(x, batch_end, c0, u).at(-1)
+    e_mean, e_var, e_count = concatenation(x, batch_end, c0, decay)
+    bounds = moments_bounds(x, batch_end, c0, u, decay=decay).at(-1)
     tol_m, tol_v, tol_n = moments_tolerance(e_mean, e_var, bounds, e_count, u)
-    diagnose = lambda _: diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v)
+    diagnose = lambda _: diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v, decay)
     note = count_note(ctx)
     assert_close(mean, e_mean, tol_m, what=f"{what}: the mean{note}", call=c.code, diagnose=diagnose)
     assert_close(var, e_var, tol_v, what=f"{what}: the population variance{note}", call=c.code, diagnose=diagnose)
@@ -370,7 +411,7 @@ def moments_concatenation(ctx):
     """The known answer's two batches (mean [4, 1], variance [5, 5]), the same rows in other groupings, then drawn streams."""
     a = TWO_BATCHES.arrays()
     x = a["x"]
-    exact_at_zero = initial_count(ctx) == 0.0
+    exact_at_zero = initial_count(ctx) == 0.0 and decay_of(ctx) is None
     check_moments(ctx, x, a["batch_end"], what="two batches of two rows", published=TWO_BATCHES if exact_at_zero else None)
     for ends, label in (([True] * 4, "one row at a time (Welford)"), ([False, False, False, True], "all four at once"),
                         ([True, False, False, True], "a batch of one, then three")):
@@ -385,7 +426,7 @@ def moments_initial_count(ctx):
     """The declared prior's exact effect: the batch [2, 4] (2.99985000749963 and 1.00044995500337 at count 1e-4), one row, two batches."""
     a = PRIOR.arrays()
     c0 = initial_count(ctx)
-    published = PRIOR if c0 == PRIOR.conventions["moments_initial_count"] else None
+    published = PRIOR if c0 == PRIOR.conventions["moments_initial_count"] and decay_of(ctx) is None else None
     check_moments(ctx, a["x"], a["batch_end"], what="the batch [2, 4] from the prior", published=published)
     check_moments(ctx, np.array([[5.0]]), np.array([True]), what="one row [5] from the prior")
     check_moments(ctx, np.array([[-3.0, 1000.0], [1.0, 1002.0]]), np.array([True, True]), what="two rows, one batch each")
@@ -518,6 +559,7 @@ class Normaliser:
     clip: float | None
     order: str
     scope: str
+    decay: float | None = None
 
     def denominator(self, v):
         if self.form == "variance":
@@ -536,21 +578,22 @@ class Normaliser:
         return np.minimum(smooth, np.sqrt(Ev)) + u * (root + d)
 
     def describe(self, default: "Normaliser") -> str:
-        changed = [f"{k} {getattr(self, k)!r}" for k in ("count0", "eps", "form", "clip", "order", "scope")
+        changed = [f"{k} {getattr(self, k)!r}" for k in ("count0", "decay", "eps", "form", "clip", "order", "scope")
                    if getattr(self, k) != getattr(default, k)]
         return f" (declared: {', '.join(changed)})" if changed else ""
 
 
+NORMALISER_KEYS = ("moments_initial_count", "normalization_eps", "normalization_eps_form", "{clip}", "normalization_order",
+                   "normalization_scope", "moments_decay")
+
+
 def normaliser(ctx, clip_key: str) -> Normaliser:
-    return Normaliser(float(ctx.convention("moments_initial_count")), float(ctx.convention("normalization_eps")),
-                      ctx.convention("normalization_eps_form"), ctx.convention(clip_key), ctx.convention("normalization_order"),
-                      ctx.convention("normalization_scope"))
+    c0, eps, form, clip, order, scope, decay = (ctx.convention(k.format(clip=clip_key)) for k in NORMALISER_KEYS)
+    return Normaliser(float(c0), float(eps), form, clip, order, scope, None if decay is None else float(decay))
 
 
 def default_normaliser(ctx, clip_key: str) -> Normaliser:
-    keys = ("moments_initial_count", "normalization_eps", "normalization_eps_form", clip_key, "normalization_order",
-            "normalization_scope")
-    return Normaliser(*(ctx.default(k) for k in keys))
+    return Normaliser(*(ctx.default(k.format(clip=clip_key)) for k in NORMALISER_KEYS))
 
 
 def normalised(x, m, v, Em, Ev, rule: Normaliser, u):
@@ -581,7 +624,7 @@ def observation_oracle(obs, train_steps, rule: Normaliser, u, *, evaluation_upda
     updates = T if evaluation_updates else train_steps
     groups = [list(range(N))] if rule.scope == "shared" else [[j] for j in range(N)]
     for columns in groups:
-        states = stepwise([obs[t, columns] for t in range(updates)], D, rule.count0, u)  # states[k]: after k updates
+        states = stepwise([obs[t, columns] for t in range(updates)], D, rule.count0, u, decay=rule.decay)  # after k updates
         for t in range(T):
             k = min(t + 1, updates)
             if t < updates and rule.order == "normalise-then-update":
@@ -606,7 +649,7 @@ def unbiased_batches_observations(obs, train_steps, rule: Normaliser) -> np.ndar
             if t < train_steps:
                 with np.errstate(invalid="ignore", divide="ignore"):
                     v_b = rows.var(axis=0, ddof=1) if len(rows) > 1 else np.full(D, np.nan)
-                state = merge_bounds(state, rows.mean(axis=0), v_b, len(rows), zero, zero, 0.0)
+                state = merge_bounds(state, rows.mean(axis=0), v_b, len(rows), zero, zero, 0.0, decay=rule.decay)
             use = before if rule.order == "normalise-then-update" and t < train_steps else state
             with np.errstate(invalid="ignore"):
                 y = (rows - use.m) / rule.denominator(use.v)
@@ -781,7 +824,7 @@ def reward_oracle(rewards, terminated, truncated, gamma, rule: Normaliser, u, *,
     groups = [list(range(N))] if rule.scope == "shared" else [[j] for j in range(N)]
     for columns in groups:
         states = stepwise([source[t, columns][:, None] for t in range(T)], 1, rule.count0, u,
-                          [source_errors[t, columns][:, None] for t in range(T)])
+                          [source_errors[t, columns][:, None] for t in range(T)], decay=rule.decay)
         for t in range(T):
             m, v, Em, Ev = states[t if rule.order == "normalise-then-update" else t + 1]
             centre, Ec = (m, Em) if statistic == "centred" else (0.0, 0.0)
