@@ -86,7 +86,7 @@ def _statistics_pairs(draw, max_features, magnitude):
 
 def observation_streams(*, max_steps: int = 6, max_envs: int = 4, max_features: int = 3, magnitude: float = 100.0):
     """``(obs, train_steps)``: T <= max_steps steps of N <= max_envs environments' observations of D <= max_features
-    features (a per-feature offset plus a spread, an occasional outlier), and 0 <= train_steps <= T."""
+    features (a per-feature offset plus a spread, an occasional outlier), and 1 <= train_steps <= T."""
     return _observation_streams(_positive_int("max_steps", max_steps), _positive_int("max_envs", max_envs),
                                 _positive_int("max_features", max_features), _magnitude(magnitude))
 
@@ -103,7 +103,7 @@ def _observation_streams(draw, max_steps, max_envs, max_features, magnitude):
         t, j, d = (draw(st.integers(0, k - 1), label=name) for k, name in ((T, "t"), (N, "env"), (D, "feature")))
         obs[t, j, d] += draw(st.sampled_from([-1.0, 1.0]), label="sign") * 100 * spread * (1 + N)
     obs = obs.astype(np.float32).astype(np.float64)
-    return obs, draw(st.integers(0, T), label="train_steps")
+    return obs, draw(st.integers(1, T), label="train_steps")
 
 
 def reward_streams(*, max_steps: int = 8, max_envs: int = 3, magnitude: float = 10.0):
