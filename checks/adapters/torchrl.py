@@ -945,8 +945,9 @@ VARIANTS = ("l2_critic", "tanh_exact_preimage", "vec_gae", "gae_without_terminat
 #   running_moments returns are those ``_get_loc_scale`` forms, read before its clamp: ``_sum / _count`` and
 #   ``_ssq / _count - mean^2``. float32 tensors, as TorchRL's environments hold them.
 #   VecNorm's default ``in_keys`` are ``["observation", "reward"]``: its reward normalisation standardises each
-#   reward by the running mean and std of the rewards themselves; it takes no discount (``gamma`` is unused) and
-#   there is no return accumulator. That is ``scale_rewards`` here (docs/bugs-found.md).
+#   reward by the running mean and std of the rewards themselves, with no discount and no return accumulator.
+#   TorchRL has no reward scaling by the return's std, so the main column does not provide ``scale_rewards``; the
+#   variant ``vecnorm_reward`` maps VecNorm's reward standardisation onto it (docs/bugs-found.md: not a defect).
 # - diagnostic_approx_kl / _clip_fraction / _entropy / _explained_variance: ``ClipPPOLoss.forward``'s logged
 #   ``kl_approx`` (the mean of ``prox_log_prob - log_prob``: k1, declared), ``clip_fraction`` (``log_weight.clamp(
 #   log1p(-eps), log1p(eps)) != log_weight``), ``entropy`` (``dist.entropy()`` of an actor whose distribution_class
@@ -971,7 +972,7 @@ RLSPEC_CONVENTIONS.update({
     "normalization_eps": 0.01,  # std = sqrt(clamp_min(var, 1e-4)): max(sqrt(var), 0.01)
     "normalization_eps_form": "max-std",
     "observation_clip": None,
-    "reward_clip": None,
+    "reward_clip": None,  # (the variant vecnorm_reward)
     "approx_kl_estimator": "k1",  # kl_approx = (prox_log_prob - log_prob).mean()
     "diagnostic_average": "per-call",  # a loss module's outputs are one minibatch's
     "explained_variance_eps": float(torch.finfo(torch.float32).eps),  # 1 - resid / (total + eps)
@@ -1015,8 +1016,9 @@ def normalize_observations(obs, train_steps):
     return torch.stack(out)
 
 
-def scale_rewards(rewards, terminated, truncated, gamma):
-    """VecNorm(in_keys=["reward"]) on each step's (N, 1) rewards: the reward standardised by its own statistics."""
+def _vecnorm_scale_rewards(rewards, terminated, truncated, gamma):
+    """VecNorm(in_keys=["reward"]) on each step's (N, 1) rewards: the reward standardised by its own statistics
+    (gamma and the episode ends are unused: VecNorm has neither)."""
     transform = _vecnorm("reward")
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     return torch.stack([transform(_step_data("reward", rewards[t].clone().unsqueeze(-1)))["reward"].squeeze(-1)
@@ -1081,10 +1083,15 @@ def _v2_normalize_observations(obs, train_steps):
     return torch.stack(out)
 
 
+vecnorm_reward = SimpleNamespace(
+    __doc__="TorchRL's VecNorm on the reward (its default in_keys include it) as scale_rewards: each reward "
+            "standardised by the running mean and std of the rewards, no discounted return.",
+    scale_rewards=_vecnorm_scale_rewards,
+)
 vecnorm_v2 = SimpleNamespace(
     __doc__="TorchRL's VecNormV2 (VecNorm(new_api=True), the replacement the deprecation warning announces): per-"
             "environment exponential moving averages of x and x^2 with decay 0.9999, bias corrected, std clamped at 1e-4.",
     normalize_observations=_v2_normalize_observations,
     RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "normalization_eps": 1e-4, "normalization_scope": "per-environment"},
 )
-VARIANTS = VARIANTS + ("vecnorm_v2",)
+VARIANTS = VARIANTS + ("vecnorm_reward", "vecnorm_v2")
