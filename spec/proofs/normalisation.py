@@ -14,7 +14,7 @@ import sympy as sp
 
 from .. import contract
 from .core import ProofResult, combine, identity, proof
-from .kl import _published, kl_divergence
+from .kl import ESTIMATORS, _published, kl_divergence  # k1 = -x, k2 = x^2 / 2, k3 = e^x - 1 - x of x = log r
 from .pg import nonzero, rational_identity
 
 
@@ -166,21 +166,6 @@ def return_accumulator(accumulate=accumulate) -> ProofResult:
     steps.append(identity(columns[1][2], 1, f"{answer.id}: the terminated column restarts at step 2"))
     steps.append(identity(columns[2][2], 1, f"{answer.id}: the truncated column restarts at step 2"))
     return combine(steps)
-
-
-def k1(x):
-    return -x
-
-
-def k2(x):
-    return x**2 / 2
-
-
-def k3(x):
-    return sp.exp(x) - 1 - x
-
-
-ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3}
 
 
 @proof(
