@@ -15,7 +15,7 @@ import sympy as sp
 from .. import contract
 from .core import ProofResult, combine, identity, proof
 from .kl import ESTIMATORS, _published, kl_divergence  # k1 = -x, k2 = x^2 / 2, k3 = e^x - 1 - x of x = log r
-from .pg import nonzero, rational_identity
+from .pg import all_of, nonzero, rational_identity
 
 
 def statistics(xs):
@@ -137,14 +137,16 @@ def accumulate(rewards, ends, gamma):
 def return_accumulator(accumulate=accumulate) -> ProofResult:
     gamma = sp.Symbol("gamma", positive=True)
     rewards = list(sp.symbols("r0:5", real=True))
-    steps = []
-    for pattern in range(16):
-        ends = [bool(pattern >> t & 1) for t in range(4)] + [False]
-        got = accumulate(rewards, ends, gamma)
-        for t in range(5):
-            start = max([s + 1 for s in range(t) if ends[s]], default=0)
-            closed = sum(gamma ** (t - j) * rewards[j] for j in range(start, t + 1))
-            steps.append(identity(got[t], closed, f"ends {pattern:04b}: R_{t} = sum_(j=s)^t gamma^(t-j) r_j"))
+    def unrolled():
+        for pattern in range(16):
+            ends = [bool(pattern >> t & 1) for t in range(4)] + [False]
+            got = accumulate(rewards, ends, gamma)
+            for t in range(5):
+                start = max([s + 1 for s in range(t) if ends[s]], default=0)
+                closed = sum(gamma ** (t - j) * rewards[j] for j in range(start, t + 1))
+                yield identity(got[t], closed, f"ends {pattern:04b}: R_{t} = sum_(j=s)^t gamma^(t-j) r_j")
+
+    steps = [all_of(unrolled(), "every pattern of episode ends over 5 steps: R_t = sum_(j=s)^t gamma^(t-j) r_j")]
     sigma, mu = sp.Symbol("sigma", positive=True), sp.Symbol("mu", real=True)
     ends = [False] * 4 + [True]
     scaled = accumulate([r / sigma for r in rewards], ends, gamma)
@@ -254,7 +256,9 @@ def entropy(p):
 )
 def entropy_of_the_mean(entropy=entropy) -> ProofResult:
     steps = []
-    for actions in (2, 3):
+    for actions in (2, 3):  # (the identities of 2 actions first: a wrong entropy fails there, before the costlier 3)
+        if steps and not steps[-1].ok:
+            break
         rows = []
         for name in ("p", "q"):
             free = list(sp.symbols(f"{name}0:{actions - 1}", positive=True))
