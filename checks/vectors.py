@@ -483,6 +483,109 @@ def _awr(x, ref, u, conv):
             _grad("advantages", "sum loss"): Bound.of(np.zeros(adv.shape), 0.0)}  # the weight is detached
 
 
+def _normaliser(conv, clip_key):
+    from .clauses import normalisation
+
+    decay = conv["moments_decay"]
+    return normalisation.Normaliser(float(conv["moments_initial_count"]), float(conv["normalization_eps"]),
+                                    conv["normalization_eps_form"], conv[clip_key], conv["normalization_order"],
+                                    conv["normalization_scope"], None if decay is None else float(decay))
+
+
+@rule("running_moments")
+def _running_moments(x, ref, u, conv):
+    from .clauses import normalisation
+
+    c0, decay = float(conv["moments_initial_count"]), conv["moments_decay"]
+    decay = None if decay is None else float(decay)
+    mean, var, count = normalisation.concatenation(x["x"], x["batch_end"], c0, decay)
+    bounds = normalisation.moments_bounds(x["x"], x["batch_end"], c0, u, decay=decay).at(-1)
+    tol_m, tol_v, tol_n = normalisation.moments_tolerance(mean, var, bounds, count, u)
+    return {"mean": Bound.of(mean, tol_m), "var": Bound.of(var, tol_v), "count": Bound.of(count, tol_n)}
+
+
+@rule("merge_moments")
+def _merge_moments(x, ref, u, conv):
+    from .clauses import normalisation
+
+    mean, var, count = normalisation.merge_oracle(x)
+    zero = np.zeros(len(x["mean_a"]))
+    state = normalisation.Bounds(x["mean_a"], x["var_a"], float(x["count_a"]), zero, zero, 0.0)
+    bounds = normalisation.merge_bounds(state, x["mean_b"], x["var_b"], float(x["count_b"]), zero, zero, u)
+    tol_m, tol_v, tol_n = normalisation.moments_tolerance(mean, var, bounds, count, u)
+    return {"mean": Bound.of(mean, tol_m), "var": Bound.of(var, tol_v), "count": Bound.of(count, tol_n)}
+
+
+@rule("normalize_observations")
+def _normalize_observations(x, ref, u, conv):
+    from .clauses import normalisation
+
+    expected, tol = normalisation.observation_oracle(x["obs"], int(x["train_steps"]), _normaliser(conv, "observation_clip"), u)
+    return {"normalized": Bound.of(expected, tol)}
+
+
+@rule("scale_rewards")
+def _scale_rewards(x, ref, u, conv):
+    from .clauses import normalisation
+
+    expected, tol = normalisation.reward_oracle(x["rewards"], x["terminated"], x["truncated"], float(x["gamma"]),
+                                                _normaliser(conv, "reward_clip"), u)
+    return {"scaled": Bound.of(expected, tol)}
+
+
+def _minibatches(x, conv):
+    mode = conv["diagnostic_average"]
+    return (None if mode == "per-call" else x.get("minibatch_end")), mode
+
+
+@rule("diagnostic_approx_kl")
+def _diagnostic_approx_kl(x, ref, u, conv):
+    from .clauses import normalisation
+    from .kl_estimators import exact, per_sample_tolerance
+
+    kind, (ends, mode) = conv["approx_kl_estimator"], _minibatches(x, conv)
+    old, new = x["logp_old"], x["logp_new"]
+    per_sample = exact(kind, old, new)
+    tol = normalisation.averaging_tolerance(per_sample, per_sample_tolerance(kind, old, new, u), ends, u)
+    return {"kl": Bound.of(normalisation.averaged(per_sample, ends, mode), tol)}
+
+
+@rule("diagnostic_clip_fraction")
+def _diagnostic_clip_fraction(x, ref, u, conv):
+    from .clauses import normalisation
+
+    (ends, mode), eps = _minibatches(x, conv), float(x["clip_eps"])
+    new, old = x["logp_new"], x["logp_old"]
+    if np.any(normalisation.near_boundary(new, old, eps, U["float32"]) & (new != old)):
+        raise NotAVector("a ratio within rounding of the clip boundary")
+    log_r = new - old
+    outside = (log_r != 0) & (np.abs(np.expm1(log_r)) > eps)
+    value = normalisation.averaged(outside.astype(float), ends, mode)
+    M = 1 if ends is None else int(np.count_nonzero(ends))
+    return {"fraction": Bound.of(value, 4 * (M + 2) * u * abs(value) + 1e-300)}
+
+
+@rule("diagnostic_explained_variance")
+def _diagnostic_explained_variance(x, ref, u, conv):
+    from .clauses import normalisation
+
+    eps = float(conv["explained_variance_eps"])
+    value, a, b = normalisation.explained_oracle(x["values"], x["returns"], eps)
+    if math.isnan(value):
+        return {"explained_variance": Bound.of(np.nan, 0.0)}
+    return {"explained_variance": Bound.of(value, normalisation.explained_tolerance(x["values"], x["returns"], a, b, u))}
+
+
+@rule("diagnostic_entropy")
+def _diagnostic_entropy(x, ref, u, conv):
+    from .clauses import normalisation
+
+    ends, mode = _minibatches(x, conv)
+    H, parts = normalisation.entropies(x["logits"])
+    tol = normalisation.averaging_tolerance(H, normalisation.entropy_tolerance(x["logits"], parts, u), ends, u)
+    return {"entropy": Bound.of(normalisation.averaged(H, ends, mode), tol)}
+
+
 # The operations a vector can hold: those with a rule (plain data in and out, in contract order). Operations on
 # objects (a policy, an optimizer, an environment) are judged by the clause checks only.
 VECTOR_OPERATIONS = tuple(op for op in contract.operations() if op in RULES)
@@ -530,6 +633,10 @@ def call_arguments(operation: str, inputs: dict) -> dict:
     return args
 
 
+SCALAR_OUTPUTS = ("running_moments", "merge_moments", "diagnostic_approx_kl", "diagnostic_clip_fraction",
+                  "diagnostic_explained_variance", "diagnostic_entropy")
+
+
 def _adapted(candidate: Candidate, operation: str) -> Candidate:
     """The candidate as the clause checks call it: group_advantages receives integer ids in its array kind
     (the protocol converts arrays to floats); a scalar operation may return a Python or NumPy scalar."""
@@ -554,6 +661,12 @@ def _adapted(candidate: Candidate, operation: str) -> Candidate:
             if isinstance(result, np.floating):
                 return np.asarray(result)
             return np.asarray(float(result)) if isinstance(result, (int, float, np.integer)) and not isinstance(result, bool) else result
+    elif operation in SCALAR_OUTPUTS:  # a count or a logged diagnostic may come back as a Python or NumPy number
+        from .clauses.normalisation import _as_array
+
+        def adapted(**kwargs):
+            result = function(**kwargs)
+            return tuple(_as_array(r) for r in result) if isinstance(result, tuple) else _as_array(result)
     else:
         return candidate
     return dataclasses.replace(candidate, operations={**candidate.operations, operation: adapted})

@@ -11,6 +11,7 @@ from rlspec.spec.proofs.core import ProofResult, combine, identity
 from rlspec.spec.proofs import gaussian, trpo
 from test_rlhf import WRONG as RLHF_WRONG
 from test_offpolicy import WRONG as OFFPOLICY_WRONG
+from test_normalisation import WRONG as NORMALISATION_WRONG
 
 
 @pytest.mark.parametrize("proof_id", sorted(PROOFS))
@@ -103,6 +104,9 @@ WRONG = {
     # off-policy (defined and explained in tests/test_offpolicy.py): tau reversed, the entropy sign, the temperature sign,
     # the sample detached, the DPG sign
     **OFFPOLICY_WRONG,
+    # normalisation (defined in tests/test_normalisation.py): the merge without its cross term, a prior of variance 0,
+    # the accumulator never reset, k3's sign slip, mixed variance divisors, the entropy in bits
+    **NORMALISATION_WRONG,
 }
 
 

@@ -883,3 +883,190 @@ timeouts_as_terminal = SimpleNamespace(
     td_target=_td_target_timeouts_as_terminal,
 )
 VARIANTS = ("td3_target_updates", "timeouts_as_terminal")
+
+
+# =============================================================================================
+# Normalisation and the diagnostics of an update (spec/clauses/35_normalisation.toml), kept in one section.
+#
+# - running_moments: ``common.running_mean_std.RunningMeanStd(shape=(D,))`` (epsilon=1e-4: count 1e-4, mean 0,
+#   variance 1, declared), one ``update(batch)`` per batch. merge_moments: ``RunningMeanStd.combine`` of two objects
+#   holding the given statistics.
+# - normalize_observations / scale_rewards: ``VecNormalize`` (its defaults: clip_obs = clip_reward = 10, epsilon 1e-8
+#   under the square root) on a ``DummyVecEnv`` of N environments replaying the columns: ``reset()`` gives row 0,
+#   each ``step`` the next row; ``training`` is False from step ``train_steps`` on. For rewards (``norm_obs=False``,
+#   ``gamma``), DummyVecEnv makes ``done = terminated or truncated`` and VecNormalize zeroes ``returns[dones]`` after
+#   dividing; DummyVecEnv stores rewards as float32.
+# - diagnostic_approx_kl / _clip_fraction / _entropy: one real ``PPO.train()`` (n_epochs=1) on a rollout buffer
+#   holding ``logp_old``, whose policy's ``evaluate_actions`` returns the suite's ``logp_new`` (and, for the entropy,
+#   ``CategoricalDistribution.proba_distribution(logits).entropy()``, SB3's own distribution); the values are
+#   train()'s logs, ``train/approx_kl``, ``train/clip_fraction`` and ``-train/entropy_loss``, each the mean of the
+#   per-minibatch values (declared ``diagnostic_average = "minibatches"``). SB3's minibatches are ``batch_size``
+#   samples of a shuffled buffer, the last one smaller: ``minibatch_end`` must have that form, and the adapter
+#   places sample j at the buffer position that SB3's own ``np.random.permutation`` (after ``_library_call``'s
+#   seeding) reads j-th, so the minibatches hold the protocol's samples in order; the policy checks that they do.
+# - diagnostic_explained_variance: ``train/explained_variance``, ``explained_variance(rollout_buffer.values.flatten(),
+#   rollout_buffer.returns.flatten())`` of the float32 buffer, from the same kind of train() call.
+
+from stable_baselines3.common.distributions import CategoricalDistribution  # noqa: E402
+from stable_baselines3.common.running_mean_std import RunningMeanStd  # noqa: E402
+from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
+
+RLSPEC_CONVENTIONS.update({
+    "moments_initial_count": 1e-4,  # RunningMeanStd(epsilon=1e-4): count 1e-4, mean 0, var 1
+    "diagnostic_average": "minibatches",  # np.mean(approx_kl_divs), np.mean(clip_fractions), np.mean(entropy_losses)
+    # VecNormalize: clip_obs = clip_reward = 10, epsilon 1e-8 in sqrt(var + epsilon), update then normalise, one
+    # RunningMeanStd for all environments; approx_kl is k3; explained_variance is NaN for constant returns: defaults
+})
+
+
+def running_moments(x, batch_end):
+    """RunningMeanStd(shape=(D,)).update(batch) per batch."""
+    rms = RunningMeanStd(shape=x.shape[1:])
+    start = 0
+    for end in np.flatnonzero(batch_end):
+        rms.update(x[start:end + 1])
+        start = end + 1
+    return rms.mean, rms.var, np.asarray(float(rms.count))
+
+
+def merge_moments(mean_a, var_a, count_a, mean_b, var_b, count_b):
+    """RunningMeanStd.combine: a.update_from_moments(b.mean, b.var, b.count)."""
+    a, b = RunningMeanStd(shape=np.shape(mean_a)), RunningMeanStd(shape=np.shape(mean_b))
+    a.mean, a.var, a.count = np.array(mean_a, dtype=np.float64), np.array(var_a, dtype=np.float64), float(count_a)
+    b.mean, b.var, b.count = np.array(mean_b, dtype=np.float64), np.array(var_b, dtype=np.float64), float(count_b)
+    a.combine(b)
+    return a.mean, a.var, np.asarray(float(a.count))
+
+
+class _NormReplay(gym.Env):
+    """One column of the suite's stream: ``reset()`` returns the current row's observation, ``step()`` moves to the
+    next row (observation, reward, flags). DummyVecEnv resets it after an episode end; the rows go on."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, observations, rewards, terminated, truncated):
+        self.observations, self.rewards = np.asarray(observations, dtype=np.float64), rewards
+        self.terminated, self.truncated = terminated, truncated
+        self.observation_space = spaces.Box(-np.inf, np.inf, self.observations.shape[1:], np.float64)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        return self.observations[min(self.t, len(self.observations) - 1)].copy(), {}
+
+    def step(self, action):
+        t, self.t = self.t, self.t + 1
+        return (self.observations[min(self.t, len(self.observations) - 1)].copy(), float(self.rewards[t]),
+                bool(self.terminated[t]), bool(self.truncated[t]), {})
+
+
+def _vec_normalize(observations, rewards, terminated, truncated, **kwargs) -> VecNormalize:
+    """A VecNormalize over a DummyVecEnv of the columns (observations (T, N, D), the rest (T, N))."""
+    N = observations.shape[1]
+    columns = [_NormReplay(observations[:, j], rewards[:, j], terminated[:, j], truncated[:, j]) for j in range(N)]
+    return VecNormalize(DummyVecEnv([(lambda column=column: column) for column in columns]), **kwargs)
+
+
+def normalize_observations(obs, train_steps):
+    """VecNormalize(norm_obs=True, norm_reward=False): reset(), then one step per row; training = t < train_steps."""
+    T, N, _ = obs.shape
+    zeros, flags = np.zeros((T, N)), np.zeros((T, N), dtype=bool)
+    with _library_call():
+        env = _vec_normalize(obs, zeros, flags, flags, norm_obs=True, norm_reward=False)
+        env.training = train_steps > 0
+        out = [env.reset()]
+        for t in range(1, T):
+            env.training = t < train_steps
+            out.append(env.step(np.zeros(N, dtype=np.int64))[0])
+    return np.stack(out)
+
+
+def scale_rewards(rewards, terminated, truncated, gamma):
+    """VecNormalize(norm_obs=False, norm_reward=True, gamma=gamma): the normalised reward of every step."""
+    T, N = rewards.shape
+    with _library_call():
+        env = _vec_normalize(np.zeros((T, N, 1)), rewards, terminated, truncated, norm_obs=False, norm_reward=True,
+                             gamma=float(gamma))
+        env.reset()
+        out = [env.step(np.zeros(N, dtype=np.int64))[1] for _ in range(T)]
+    return np.stack(out)
+
+
+def _sb3_minibatch_size(minibatch_end, n: int) -> int:
+    """SB3's batch_size for these minibatches, or ValueError if SB3 cannot form them."""
+    if minibatch_end is None:
+        return n
+    sizes = np.diff(np.concatenate([[-1], np.flatnonzero(minibatch_end)]))
+    size = int(sizes[0])
+    if not np.all(sizes[:-1] == size) or sizes[-1] > size or not minibatch_end[-1]:
+        raise ValueError(f"minibatches of {sizes.tolist()} samples: SB3's rollout buffer yields batch_size samples per "
+                         "minibatch, the last one smaller")
+    return size
+
+
+class _Minibatches(ActorCriticPolicy):
+    """evaluate_actions returns the suite's log-probabilities (and entropies) for the samples whose observations
+    are their indices, and checks that each minibatch holds the protocol's samples in order."""
+
+    given: dict
+
+    def evaluate_actions(self, obs, actions):
+        rows = obs[:, 0].long()
+        first = self.given["next"]
+        if rows.tolist() != list(range(first, first + len(rows))):
+            raise RuntimeError(f"SB3 formed a minibatch of samples {rows.tolist()}: the adapter's placement failed")
+        self.given["next"] = first + len(rows)
+        n = len(rows)
+        return th.zeros(n), self.given["log_prob"][rows], self.given["entropy"][rows]
+
+
+def _train_diagnostics(logp_new, logp_old, minibatch_end=None, *, clip_eps=0.2, entropy=None, values=None, returns=None):
+    """One PPO.train() (one epoch) on the suite's samples in SB3's minibatches; returns train()'s logs."""
+    logp_new, logp_old = (np.asarray(x, dtype=np.float64).reshape(-1) for x in (logp_new, logp_old))
+    n = len(logp_old)
+    batch_size = _sb3_minibatch_size(None if minibatch_end is None else np.asarray(minibatch_end, dtype=bool), n)
+    with _library_call():
+        model = PPO(_Minibatches, DummyVecEnv([_SampleIndex]), n_steps=n, batch_size=batch_size, n_epochs=1,
+                    clip_range=float(clip_eps), normalize_advantage=False, device="cpu", policy_kwargs={"net_arch": []})
+        model.set_logger(_silent_logger())
+        state = np.random.get_state()
+        order = np.random.permutation(n)  # the permutation rollout_buffer.get() will draw next
+        np.random.set_state(state)
+        sample = np.empty(n, dtype=np.int64)
+        sample[order] = np.arange(n)  # slot order[j] holds sample j, so minibatch k (slots order[kb:(k+1)b]) is kb..(k+1)b-1
+        buffer = model.rollout_buffer
+        values = np.zeros(n) if values is None else np.asarray(values, dtype=np.float64)
+        returns = np.zeros(n) if returns is None else np.asarray(returns, dtype=np.float64)
+        for j in sample:  # slot by slot
+            buffer.add(np.array([[j]], dtype=np.float32), np.zeros((1, 1)), np.zeros(1), np.zeros(1),
+                       th.tensor([values[j]]), th.tensor([logp_old[j]]))
+        buffer.returns[:, 0] = returns[sample]
+        model.policy.given = {"next": 0, "log_prob": th.tensor(logp_new, dtype=th.float32).requires_grad_(True),
+                              "entropy": th.zeros(n) if entropy is None else entropy}
+        model.train()
+    return dict(model.logger.name_to_value)
+
+
+def diagnostic_approx_kl(logp_new, logp_old, minibatch_end=None):
+    """train/approx_kl: the mean over the minibatches of mean((exp(log_ratio) - 1) - log_ratio)."""
+    return np.asarray(_train_diagnostics(logp_new, logp_old, minibatch_end)["train/approx_kl"], dtype=np.float32)
+
+
+def diagnostic_clip_fraction(logp_new, logp_old, clip_eps, minibatch_end=None):
+    """train/clip_fraction: the mean over the minibatches of mean(|ratio - 1| > clip_range)."""
+    return np.asarray(_train_diagnostics(logp_new, logp_old, minibatch_end, clip_eps=clip_eps)["train/clip_fraction"],
+                      dtype=np.float32)
+
+
+def diagnostic_entropy(logits, minibatch_end=None):
+    """-train/entropy_loss with the entropies of CategoricalDistribution(logits), SB3's own distribution."""
+    logits = th.as_tensor(np.asarray(logits), dtype=th.float32)
+    entropy = CategoricalDistribution(logits.shape[1]).proba_distribution(logits).entropy()
+    zeros = np.zeros(len(logits))
+    return np.asarray(-_train_diagnostics(zeros, zeros, minibatch_end, entropy=entropy)["train/entropy_loss"], dtype=np.float32)
+
+
+def diagnostic_explained_variance(values, returns):
+    """train/explained_variance: explained_variance(buffer values, buffer returns) of the float32 rollout buffer."""
+    zeros = np.zeros(len(values))
+    logged = _train_diagnostics(zeros, zeros, values=values, returns=returns)["train/explained_variance"]
+    return np.asarray(logged, dtype=np.float64)

@@ -1246,3 +1246,62 @@ dqn = SimpleNamespace(
     target_network_updates=_dqn_target_network_updates,
 )
 VARIANTS = ("time_limit_bootstrap", "unclamped_log_std", "td3", "dqn")
+
+
+# =============================================================================================
+# Normalisation (spec/clauses/35_normalisation.toml), kept in one section.
+#
+# skrl's ``resources.preprocessors.torch.RunningStandardScaler`` is the state (and value) preprocessor of its agents:
+# float64 running buffers starting at count 1, mean 0, variance 1 (declared), each ``scaler(x, train=True)`` merging
+# the batch's ``torch.mean(x, dim=0)`` and ``torch.var(x, dim=0)`` by ``_parallel_variance`` (Chan's update), then
+# returning ``clamp((x - mean) / (sqrt(var) + epsilon), -5, 5)`` (epsilon 1e-8 on the std, clip_threshold 5: declared)
+# in float32. The agents train it on their minibatches (``train=not epoch``) and apply it frozen when acting.
+#
+# - running_moments: ``scaler(batch, train=True)`` per batch (float32 tensors, as skrl's memory holds states); its
+#   running_mean, running_variance and current_count.
+# - merge_moments: ``_parallel_variance(mean_b, var_b, count_b)`` on a scaler holding (mean_a, var_a, count_a).
+# - normalize_observations: ``scaler(obs[t], train=t < train_steps)`` per step, the N environments one batch.
+#
+# ``torch.var``'s default is the unbiased variance (divided by n - 1), merged as if it were the population one:
+# docs/bugs-found.md.
+
+from skrl.resources.preprocessors.torch import RunningStandardScaler  # noqa: E402
+
+RLSPEC_CONVENTIONS.update({
+    "moments_initial_count": 1.0,  # register_buffer("current_count", torch.ones(())): count 1, mean 0, variance 1
+    "normalization_eps_form": "std",  # (x - mean) / (sqrt(var) + epsilon), epsilon 1e-8
+    "observation_clip": 5.0,  # clip_threshold=5.0
+})
+
+
+def _scaler(size: int) -> RunningStandardScaler:
+    return RunningStandardScaler(size, device="cpu")
+
+
+def running_moments(x, batch_end):
+    """RunningStandardScaler(D)(batch, train=True) per batch, on float32 tensors."""
+    scaler = _scaler(x.shape[1])
+    x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    start = 0
+    for end in np.flatnonzero(batch_end):
+        scaler(x[start:end + 1], train=True)
+        start = end + 1
+    return scaler.running_mean.clone(), scaler.running_variance.clone(), scaler.current_count.clone()
+
+
+def merge_moments(mean_a, var_a, count_a, mean_b, var_b, count_b):
+    """RunningStandardScaler._parallel_variance(mean_b, var_b, count_b) on a scaler holding (mean_a, var_a, count_a)."""
+    scaler = _scaler(len(mean_a))
+    as64 = lambda v: torch.as_tensor(np.asarray(v), dtype=torch.float64)
+    scaler.running_mean, scaler.running_variance = as64(mean_a), as64(var_a)
+    scaler.current_count = torch.tensor(float(count_a), dtype=torch.float64)
+    scaler._parallel_variance(as64(mean_b), as64(var_b), float(count_b))
+    return scaler.running_mean.clone(), scaler.running_variance.clone(), scaler.current_count.clone()
+
+
+def normalize_observations(obs, train_steps):
+    """scaler(obs[t], train=t < train_steps) per step: the N environments' observations are one batch."""
+    T, N, D = obs.shape
+    scaler = _scaler(D)
+    x = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
+    return torch.stack([scaler(x[t], train=t < train_steps) for t in range(T)])

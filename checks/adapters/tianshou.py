@@ -1417,3 +1417,101 @@ crr_regulariser = SimpleNamespace(
 )
 
 VARIANTS = ("dual_clip", "npg", "td3_actor", "crr_regulariser")
+
+
+# =============================================================================================
+# Normalisation and the logged entropy (spec/clauses/35_normalisation.toml), kept in one section.
+#
+# - running_moments: ``tianshou.utils.RunningMeanStd()`` (count 0: the data's own statistics; its mean 0 and "std"
+#   1 are then irrelevant), one ``update(batch)`` per batch (Chan's update with ``np.var``).
+# - normalize_observations: ``env.venv_wrappers.VectorEnvNormObs`` over a ``DummyVectorEnv`` of N environments
+#   replaying the columns (``reset()`` gives row 0, each ``step`` the next row); ``update_obs_rms`` is False from
+#   step ``train_steps`` on. It normalises with ``RunningMeanStd.norm``: ``(x - mean) / sqrt(var + eps)`` with eps =
+#   float32's machine epsilon, clipped to +-10 (declared).
+# - diagnostic_entropy: the ``ent_loss`` statistics PPO's ``_update_with_batch`` returns (the mean over minibatches of
+#   ``dist.entropy().mean()``), with a ``DiscreteActorPolicy`` whose actor returns the suite's logits (its default
+#   ``dist_fn``, a Categorical over them), on the whole batch as one minibatch (declared ``diagnostic_average =
+#   "per-call"``: Tianshou's ``Batch.split(merge_last=True)`` folds a smaller remainder into the last minibatch,
+#   which the protocol's minibatches do not describe). Tianshou logs no approximate KL, clip fraction or explained
+#   variance.
+
+from tianshou.env import DummyVectorEnv  # noqa: E402
+from tianshou.env.venv_wrappers import VectorEnvNormObs  # noqa: E402
+from tianshou.utils import RunningMeanStd  # noqa: E402
+
+RLSPEC_CONVENTIONS.update({
+    "normalization_eps": float(np.finfo(np.float32).eps),  # RunningMeanStd(epsilon=np.finfo(np.float32).eps.item())
+    "diagnostic_average": "per-call",  # the entropy of one _update_with_batch minibatch
+    # count 0, sqrt(var + eps), clip_max 10, update then normalise, one RunningMeanStd for the vector env: defaults
+})
+
+
+def running_moments(x, batch_end):
+    """RunningMeanStd().update(batch) per batch."""
+    rms = RunningMeanStd()
+    start = 0
+    for end in np.flatnonzero(batch_end):
+        rms.update(x[start:end + 1])
+        start = end + 1
+    return np.asarray(rms.mean, dtype=np.float64), np.asarray(rms.var, dtype=np.float64), np.asarray(float(rms.count))
+
+
+class _NormReplay(gym.Env):
+    """One column of observations: reset() returns the current row, step() the next one (never ends)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, observations):
+        self.observations = np.asarray(observations, dtype=np.float64)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.observations.shape[1:], np.float64)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        return self.observations[min(self.t, len(self.observations) - 1)].copy(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observations[min(self.t, len(self.observations) - 1)].copy(), 0.0, False, False, {}
+
+
+def normalize_observations(obs, train_steps):
+    """VectorEnvNormObs(DummyVectorEnv(columns)): reset(), then one step per row; update_obs_rms = t < train_steps."""
+    T, N, _ = obs.shape
+    env = VectorEnvNormObs(DummyVectorEnv([(lambda j=j: _NormReplay(obs[:, j])) for j in range(N)]))
+    try:
+        env.update_obs_rms = train_steps > 0
+        out = [env.reset()[0]]
+        for t in range(1, T):
+            env.update_obs_rms = t < train_steps
+            out.append(env.step(np.zeros(N, dtype=np.int64))[0])
+    finally:
+        env.close()
+    return np.stack(out).astype(np.float64)
+
+
+class _Logits(torch.nn.Module):
+    """obs (the sample's index) -> the suite's logits of that sample (a Categorical actor's output)."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # Tianshou builds an optimizer over the parameters
+
+    def forward(self, obs, state=None, info=None):
+        return self.logits[torch.as_tensor(obs, dtype=torch.long).reshape(-1)] + 0 * self.unused, state
+
+
+def diagnostic_entropy(logits, minibatch_end=None):
+    """PPO._update_with_batch(...).ent_loss.mean: the Categorical entropies of the suite's logits, one minibatch."""
+    if minibatch_end is not None:
+        raise ValueError("declared diagnostic_average = 'per-call': one minibatch per call")
+    logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+    n = logits.shape[0]
+    policy = DiscreteActorPolicy(actor=_Logits(logits), action_space=gym.spaces.Discrete(logits.shape[1]))
+    algorithm = PPO(policy=policy, critic=_Lookup(torch.zeros(n), actor=False), optim=AdamOptimizerFactory(), **_PPO)
+    algorithm.optim.step = lambda loss, *args, **kwargs: None  # the statistics only: nothing is stepped
+    zeros = torch.zeros(n)
+    batch = Batch(obs=np.arange(n), act=torch.zeros(n, dtype=torch.long), logp_old=zeros, adv=zeros, returns=zeros,
+                  v_s=zeros, info=Batch())
+    stats = algorithm._update_with_batch(batch, batch_size=None, repeat=1)
+    return np.asarray(stats.ent_loss.mean, dtype=np.float32)

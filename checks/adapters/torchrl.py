@@ -995,3 +995,167 @@ td3_actor_loss = _variant("TD3Loss.actor_loss for the deterministic actor loss (
 
 VARIANTS = ("l2_critic", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")
+
+
+# =============================================================================================
+# Normalisation and the diagnostics of an update (spec/clauses/35_normalisation.toml), kept in one section.
+#
+# - running_moments / normalize_observations / scale_rewards: ``envs.transforms.VecNorm()`` as a user gets it (the
+#   old class: ``new_api`` defaults to False in 0.14.1, with a FutureWarning), called on each step's tensordict as a
+#   ``TransformedEnv`` calls it (``forward = _call``; ``freeze()`` for evaluation). It keeps decayed sums of x and x^2
+#   and a decayed count (decay 0.9999 per call: declared ``moments_decay``), shared by the batch's environments, and
+#   returns ``(x - mean) / std`` with ``std = sqrt(max(ssq / count - mean^2, eps))``, eps 1e-4: ``max(sqrt(var),
+#   0.01)`` (declared ``normalization_eps_form = "max-std"``, ``normalization_eps = 0.01``), unclipped. The statistics
+#   running_moments returns are those ``_get_loc_scale`` forms, read before its clamp: ``_sum / _count`` and
+#   ``_ssq / _count - mean^2``. float32 tensors, as TorchRL's environments hold them.
+#   VecNorm's default ``in_keys`` are ``["observation", "reward"]``: its reward normalisation standardises each
+#   reward by the running mean and std of the rewards themselves, with no discount and no return accumulator.
+#   TorchRL has no reward scaling by the return's std, so the main column does not provide ``scale_rewards``; the
+#   variant ``vecnorm_reward`` maps VecNorm's reward standardisation onto it (docs/bugs-found.md: not a defect).
+# - diagnostic_approx_kl / _clip_fraction / _entropy / _explained_variance: ``ClipPPOLoss.forward``'s logged
+#   ``kl_approx`` (the mean of ``prox_log_prob - log_prob``: k1, declared), ``clip_fraction`` (``log_weight.clamp(
+#   log1p(-eps), log1p(eps)) != log_weight``), ``entropy`` (``dist.entropy()`` of an actor whose distribution_class
+#   is torch's Categorical over the suite's logits, averaged) and
+#   ``explained_variance`` (``1 - var(target - value) / (var(target) + eps)``, ``correction=0``, eps float32's machine
+#   epsilon: declared), one minibatch per call (declared ``diagnostic_average = "per-call"``).
+#
+# ``ObservationNorm`` and ``RewardScaling`` apply a fixed loc and scale (``ObservationNorm.init_stats`` computes them
+# once from a rollout): neither keeps running statistics, so neither is an operation of this chapter.
+#
+# The variant ``vecnorm_v2`` is ``VecNormV2`` (``VecNorm(new_api=True)``): per-environment exponential moving
+# averages of x and x^2 (its default ``reduce_batch_dims=False`` keeps statistics shaped like the batch), bias
+# corrected by 1 - decay^count, ``std = sqrt(var).clamp_min(eps)``.
+
+import warnings  # noqa: E402
+
+from torch.distributions import Categorical as _TorchCategorical  # noqa: E402
+from torchrl.envs.transforms import VecNorm, VecNormV2  # noqa: E402
+
+RLSPEC_CONVENTIONS.update({
+    "moments_decay": 0.9999,  # VecNorm(decay=0.9999): sums and count multiplied by the decay at every call
+    "normalization_eps": 0.01,  # std = sqrt(clamp_min(var, 1e-4)): max(sqrt(var), 0.01)
+    "normalization_eps_form": "max-std",
+    "observation_clip": None,
+    "reward_clip": None,  # (the variant vecnorm_reward)
+    "approx_kl_estimator": "k1",  # kl_approx = (prox_log_prob - log_prob).mean()
+    "diagnostic_average": "per-call",  # a loss module's outputs are one minibatch's
+    "explained_variance_eps": float(torch.finfo(torch.float32).eps),  # 1 - resid / (total + eps)
+    # count starts at 0; shared by the environments of the batch; update then normalise: defaults
+})
+
+
+def _vecnorm(key: str) -> VecNorm:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "VecNorm is to be deprecated": the default users still get
+        return VecNorm(in_keys=[key])
+
+
+def _step_data(key: str, value: torch.Tensor) -> TensorDict:
+    return TensorDict({key: value}, batch_size=value.shape[:1])
+
+
+def running_moments(x, batch_end):
+    """VecNorm(in_keys=["observation"]) called on each batch's tensordict; its decayed sums' mean and variance."""
+    transform = _vecnorm("observation")
+    x = torch.as_tensor(x, dtype=torch.float32)
+    start = 0
+    for end in torch.nonzero(torch.as_tensor(batch_end)).flatten().tolist():
+        transform(_step_data("observation", x[start:end + 1]))
+        start = end + 1
+    state = transform._td
+    count = state.get("observation_count")
+    mean = state.get("observation_sum") / count
+    return mean, state.get("observation_ssq") / count - mean.pow(2), count.reshape(())
+
+
+def normalize_observations(obs, train_steps):
+    """VecNorm(in_keys=["observation"]) on each step's (N, D) observations; frozen from step train_steps on."""
+    transform = _vecnorm("observation")
+    obs = torch.as_tensor(obs, dtype=torch.float32)
+    out = []
+    for t in range(obs.shape[0]):
+        if t == train_steps:
+            transform.freeze()
+        out.append(transform(_step_data("observation", obs[t].clone()))["observation"])
+    return torch.stack(out)
+
+
+def _vecnorm_scale_rewards(rewards, terminated, truncated, gamma):
+    """VecNorm(in_keys=["reward"]) on each step's (N, 1) rewards: the reward standardised by its own statistics
+    (gamma and the episode ends are unused: VecNorm has neither)."""
+    transform = _vecnorm("reward")
+    rewards = torch.as_tensor(rewards, dtype=torch.float32)
+    return torch.stack([transform(_step_data("reward", rewards[t].clone().unsqueeze(-1)))["reward"].squeeze(-1)
+                        for t in range(rewards.shape[0])])
+
+
+def _per_call(minibatch_end) -> None:
+    if minibatch_end is not None:
+        raise ValueError("declared diagnostic_average = 'per-call': one minibatch per call")
+
+
+def diagnostic_approx_kl(logp_new, logp_old, minibatch_end=None):
+    """ClipPPOLoss.forward(...)["kl_approx"]."""
+    _per_call(minibatch_end)
+    zeros = torch.zeros_like(logp_new)
+    loss = ClipPPOLoss(_actor(), None, entropy_bonus=False, normalize_advantage=False)
+    return loss(_batch(logp_new, logp_old, zeros))["kl_approx"].detach().reshape(())
+
+
+def diagnostic_clip_fraction(logp_new, logp_old, clip_eps, minibatch_end=None):
+    """ClipPPOLoss(clip_epsilon=clip_eps).forward(...)["clip_fraction"]."""
+    _per_call(minibatch_end)
+    zeros = torch.zeros_like(logp_new)
+    loss = ClipPPOLoss(_actor(), None, clip_epsilon=float(clip_eps), entropy_bonus=False, normalize_advantage=False)
+    return loss(_batch(logp_new, logp_old, zeros))["clip_fraction"].detach().reshape(())
+
+
+def diagnostic_entropy(logits, minibatch_end=None):
+    """ClipPPOLoss(entropy_bonus=True).forward(...)["entropy"] with a Categorical actor over the suite's logits."""
+    _per_call(minibatch_end)
+    parameters = TensorDictModule(lambda z: z, in_keys=["logits_in"], out_keys=["logits"])
+    actor = ProbabilisticTensorDictSequential(
+        parameters, ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=_TorchCategorical))
+    n = logits.shape[0]
+    zeros = torch.zeros(n, dtype=logits.dtype)
+    log_p = torch.log_softmax(logits, dim=-1)[:, 0].detach()  # the stored log-probability of action 0: ratio 1
+    data = TensorDict({"logits_in": logits, "action": torch.zeros(n, dtype=torch.long), "action_log_prob": log_p,
+                       "advantage": zeros.unsqueeze(-1)}, batch_size=[n])
+    loss = ClipPPOLoss(actor, None, entropy_bonus=True, normalize_advantage=False)
+    return loss(data)["entropy"].detach().reshape(())
+
+
+def diagnostic_explained_variance(values, returns):
+    """ClipPPOLoss(critic).forward(...)["explained_variance"] on float32 values and value targets."""
+    values, returns = (torch.as_tensor(x, dtype=torch.float32) for x in (values, returns))
+    zeros = torch.zeros_like(values)
+    loss = ClipPPOLoss(_actor(), _critic(), entropy_bonus=False, normalize_advantage=False)
+    return loss(_batch(zeros, zeros, zeros, values=values, returns=returns))["explained_variance"].detach().reshape(())
+
+
+def _v2_normalize_observations(obs, train_steps):
+    """VecNormV2(in_keys=["observation"]): _reset on row 0, then _step per row, as a TransformedEnv calls it."""
+    transform = VecNormV2(in_keys=["observation"])
+    obs = torch.as_tensor(obs, dtype=torch.float32)
+    out = []
+    for t in range(obs.shape[0]):
+        if t == train_steps:
+            transform.freeze()
+        data = _step_data("observation", obs[t].clone())
+        data = transform._reset(data, data) if t == 0 else transform._step(data, data)
+        out.append(data["observation"])
+    return torch.stack(out)
+
+
+vecnorm_reward = SimpleNamespace(
+    __doc__="TorchRL's VecNorm on the reward (its default in_keys include it) as scale_rewards: each reward "
+            "standardised by the running mean and std of the rewards, no discounted return.",
+    scale_rewards=_vecnorm_scale_rewards,
+)
+vecnorm_v2 = SimpleNamespace(
+    __doc__="TorchRL's VecNormV2 (VecNorm(new_api=True), the replacement the deprecation warning announces): per-"
+            "environment exponential moving averages of x and x^2 with decay 0.9999, bias corrected, std clamped at 1e-4.",
+    normalize_observations=_v2_normalize_observations,
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "normalization_eps": 1e-4, "normalization_scope": "per-environment"},
+)
+VARIANTS = VARIANTS + ("vecnorm_reward", "vecnorm_v2")

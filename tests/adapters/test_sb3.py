@@ -209,3 +209,28 @@ def test_off_policy_calls_leave_global_state_and_the_suites_networks_alone():
     assert torch.get_default_dtype() == state[2] and torch.overrides._get_current_function_mode() is None
     for role, module in m.items():
         assert all(torch.equal(p, q) for p, q in zip(module.parameters(), before[role])), role
+
+
+# ---------------------------------------------------------------------------------------------
+# normalisation (spec/clauses/35_normalisation.toml): VecNormalize and PPO.train's logged diagnostics
+
+
+def test_vec_normalize_resets_the_return_after_every_done():
+    """gamma 1/2, rewards 1, one environment truncated after step 1: the third reward is divided by the std of the
+    returns [1, 1.5, 1] (with the 1e-4 prior), as the reference's accumulator restarts."""
+    rewards = np.ones((3, 1))
+    truncated = np.array([[False], [True], [False]])
+    scaled = sb3.scale_rewards(rewards, np.zeros((3, 1), dtype=bool), truncated, 0.5)
+    seen = np.array([1.0, 1.5, 1.0])
+    count = 1e-4 + 3
+    mean = seen.sum() / count
+    var = (1e-4 * (1 + mean**2) + ((seen - mean) ** 2).sum()) / count
+    assert float(scaled[2, 0]) == pytest.approx(1 / np.sqrt(var + 1e-8), rel=1e-6)
+
+
+def test_logged_diagnostics_average_the_minibatches():
+    """minibatches of 3 and 1 (batch_size 3): clip_fraction is the mean of the two minibatches' fractions."""
+    new = np.array([0.0, 0.0, 0.0, 0.5])
+    old = np.zeros(4)
+    fraction = sb3.diagnostic_clip_fraction(new, old, 0.2, np.array([False, False, True, True]))
+    assert float(fraction) == pytest.approx((0.0 + 1.0) / 2)

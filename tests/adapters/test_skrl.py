@@ -267,3 +267,27 @@ def test_no_offline_algorithms():
 
     assert not {"cql", "iql", "awr", "bcq", "td3_bc"} & {m.name for m in pkgutil.iter_modules(agents.__path__)}
     assert not any(hasattr(skrl, op) for op in ("cql_penalty", "cql_sampled_penalty", "expectile_loss", "iql_targets", "awr_loss"))
+
+
+# ---------------------------------------------------------------------------------------------
+# normalisation (spec/clauses/35_normalisation.toml): RunningStandardScaler
+
+
+def test_running_standard_scaler_merges_the_unbiased_batch_variance():
+    """Two batches [1, 3] and [5, 7] after an almost empty prior: variance 6, where the four values' is 5
+    (docs/bugs-found.md 28); a batch of one sample makes the running variance NaN."""
+    from skrl.resources.preprocessors.torch import RunningStandardScaler
+
+    scaler = RunningStandardScaler(1, device="cpu")
+    scaler.current_count.fill_(1e-12)
+    scaler(torch.tensor([[1.0], [3.0]]), train=True)
+    scaler(torch.tensor([[5.0], [7.0]]), train=True)
+    assert scaler.running_mean.item() == pytest.approx(4.0) and scaler.running_variance.item() == pytest.approx(6.0)
+    one = RunningStandardScaler(1, device="cpu")
+    one(torch.tensor([[2.0]]), train=True)
+    assert torch.isnan(one.running_variance).all()
+
+
+def test_running_standard_scaler_merge_is_chans():
+    mean, var, count = skrl.merge_moments(np.array([1.0]), np.array([2.0]), 3.0, np.array([4.0]), np.array([1.0]), 1.0)
+    assert (float(mean[0]), float(var[0]), float(count)) == (1.75, 3.4375, 4.0)

@@ -386,3 +386,21 @@ def test_the_adapter_puts_back_what_it_replaces():
     _sampled([[1.0, 1.0]], [[1.0, 1.0]], [[-1.0, -1.0]], [1.0], [-1.0, -1.0], [1.0, 1.0])
     after = (td3.torch, normal_module._standard_normal, discrete_crr.Categorical, torch.get_rng_state())
     assert after[:3] == before[:3] and torch.equal(after[3], before[3])
+
+
+# ---------------------------------------------------------------------------------------------
+# normalisation (spec/clauses/35_normalisation.toml): RunningMeanStd, VectorEnvNormObs, the logged entropy
+
+
+def test_running_mean_std_starts_empty_with_float32_epsilon():
+    from tianshou.utils import RunningMeanStd
+
+    rms = RunningMeanStd()
+    assert rms.count == 0 and rms.eps == float(np.finfo(np.float32).eps) and rms.clip_max == 10.0
+    rms.update(np.array([[1.0], [3.0]]))
+    assert (float(rms.mean[0]), float(rms.var[0])) == (2.0, 1.0)
+
+
+def test_logged_entropy_is_the_mean_of_the_rows_entropies():
+    logits = np.array([[0.0, -1000.0], [-1000.0, 0.0], [0.0, 0.0]])
+    assert float(adapter.diagnostic_entropy(logits)) == pytest.approx(np.log(2) / 3, abs=1e-6)

@@ -298,3 +298,44 @@ def test_the_gae_strategies_reach_the_vectorised_gae_s_second_crash():
     candidate = SimpleNamespace(gae=gae, RLSPEC_ARRAY="torch", RLSPEC_PRECISION="float32")
     result = run_conformance(candidate, clauses=["GAE-LAMBDA-MIXTURE"], profile="ci")["GAE-LAMBDA-MIXTURE"]
     assert result.status == "error" and "index 0 is out of bounds" in result.message, result.message
+
+# ---------------------------------------------------------------------------------------------
+# normalisation (spec/clauses/35_normalisation.toml): VecNorm, VecNormV2, ClipPPOLoss's diagnostics
+
+
+def test_vecnorm_variance_cancels_in_float32():
+    """512 steps of 8 observations around 1024 (spread 1): VecNorm's E[x^2] - E[x]^2 is 1.375 for the true 0.987
+    (docs/bugs-found.md 29)."""
+    import warnings
+
+    from tensordict import TensorDict
+    from torchrl.envs.transforms import VecNorm
+
+    torch.manual_seed(0)
+    obs = 1024.0 + torch.randn(512, 8, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        vecnorm = VecNorm(in_keys=["observation"], decay=1.0)
+    for step in obs:
+        vecnorm(TensorDict({"observation": step.clone()}, batch_size=[8]))
+    mean = vecnorm._td["observation_sum"] / vecnorm._td["observation_count"]
+    variance = (vecnorm._td["observation_ssq"] / vecnorm._td["observation_count"] - mean**2).item()
+    assert variance == 1.375 and abs(obs.double().var(unbiased=False).item() - 0.98656) < 1e-4
+
+
+def test_vecnorm_v2_keeps_the_squared_mean_in_its_variance():
+    """Each environment observes 5 then 6 (or 4): (6 - 5.5) / 0.5 = 1, VecNormV2 gives 0.09 (docs/bugs-found.md 30)."""
+    out = adapter.vecnorm_v2.normalize_observations(torch.tensor([[[5.0], [5.0]], [[6.0], [4.0]]]), 2)
+    assert out[1].flatten().tolist() == pytest.approx([0.0905, -0.1105], abs=1e-3)
+
+
+def test_vecnorm_standardises_a_constant_reward_to_zero():
+    flags = torch.zeros(3, 2, dtype=torch.bool)
+    assert adapter.vecnorm_reward.scale_rewards(torch.ones(3, 2), flags, flags, 0.99).abs().max().item() == 0.0
+
+
+def test_clip_ppo_loss_logs_k1_and_a_strict_clip_fraction():
+    new, old = torch.tensor([-0.3068528194400547, -2.6931471805599454]), torch.tensor([-1.0, -2.0])
+    assert abs(adapter.diagnostic_approx_kl(new, old).item()) < 1e-6  # k1 of ratios 2 and 1/2; k3 would be 1/4
+    same = torch.tensor([-0.5, -1.25])
+    assert adapter.diagnostic_clip_fraction(same, same, 0.0).item() == 0.0
