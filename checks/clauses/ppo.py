@@ -780,7 +780,8 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
             raise
         except BaseException as exc:  # a candidate cannot stop the suite
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CandidateError(f"ppo_update raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
+            raise CandidateError(f"ppo_update raised {type(exc).__name__}" + (f": {message}" if message else "")
+                                 + nonfinite_note(optimizer.recording)) from None
         finally:
             changed = torch.is_grad_enabled() != grad_mode or torch.get_default_dtype() != default_dtype
             restore()
@@ -806,6 +807,19 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
     u = max(float(np.finfo(ctx.dtype).eps) / 2, declared)  # the precision the candidate computes in
     batch64 = {k: v.detach().cpu().double().numpy() if v.is_floating_point() else v.numpy() for k, v in batch.items()}
     return UpdateRun(case, config, optimizer, batch64, ratios, indices, approx_kl, epochs, code, u)
+
+
+def nonfinite_note(recording: Recording) -> str:
+    """Where a recorded step first made a parameter non-finite (what an exception that follows is often about)."""
+    for step in recording.steps:
+        bad = [n for n, v in step.after.items() if v is not None and not np.all(np.isfinite(v))]
+        if bad:
+            rows = recording.step_rows(step.index)
+            size = "?" if rows is None else len(rows)
+            return (f" (before it, optimizer step {step.index} on a minibatch of {size} sample{'s' if size != 1 else ''} made "
+                    f"{', '.join(bad)} non-finite" + (": a one-sample minibatch normalised with the unbiased std is 0/0 = NaN)"
+                                                       if size == 1 else ")"))
+    return ""
 
 
 def check_finite_parameters(run: UpdateRun) -> None:
@@ -1091,14 +1105,14 @@ def diagnose_step(ctx, run: UpdateRun, k: int, loss: StepLoss, conv: Conventions
             return (f"the advantages are normalised over the {'whole batch' if scope == 'batch' else 'minibatch'}, but the "
                     f"candidate declares advantage_normalization = {conv.advantage_normalization!r}")
     if loss.value_clip is not None:
-        if same(replace(loss, value_clip=None)):
-            return "the value loss is not clipped, though value clipping is on (value_clip_eps, value_clipping)"
         current = run.params(k)["critic.weight"][0, rows]
         start = run.params(0)["critic.weight"][0, rows]
-        for values_old, where in ((current, "the current network (the clip never acts)"),
-                                  (start, "the network at the start of the update")):
+        for values_old, where in ((start, "the network at the start of the update"),
+                                  (current, "the current network (the clip never acts)")):
             if same(replace(loss, values_old=values_old)):
                 return f"the value clip is centred on values recomputed from {where}, not on the stored values_old (bug C9)"
+        if same(replace(loss, value_clip=None)):
+            return "the value loss is not clipped, though value clipping is on (value_clip_eps, value_clipping)"
     elif same(replace(loss, value_clip=float(run.config["clip_eps"]), values_old=run.batch["values_old"][rows])):
         return ("the value loss is clipped against values_old with clip_eps, though value clipping is off: declare "
                 "value_clipping = 'clip_eps' if the update always clips it")
@@ -1395,6 +1409,7 @@ def trailing_kl(run: UpdateRun) -> tuple[np.ndarray, float, float] | None:
 class StopRule:
     place: str  # "epoch" (tested after each epoch) or "minibatch" (before each minibatch's step)
     statistic: str  # "last-minibatch" or "epoch-mean"
+    u: float = U64  # the candidate's unit roundoff: its mean of m minibatch KLs adds m u relative
 
     def text(self) -> str:
         where = "after each epoch" if self.place == "epoch" else "before each minibatch's step"
@@ -1414,7 +1429,7 @@ class StopRule:
             window = kls[epoch_start : s + 1]
             if self.statistic == "epoch-mean":
                 value = float(np.mean([v for v, _ in window]))
-                tol = float(np.mean([t for _, t in window])) + len(window) * U64 * abs(value) + TINY
+                tol = float(np.mean([t for _, t in window])) + 2 * len(window) * self.u * abs(value) + TINY
             if self.place == "minibatch":
                 out.append((s, value, tol))
             elif (s + 1) % per_epoch == 0:
@@ -1446,8 +1461,8 @@ def place_threshold(rule: StopRule, kls, per_epoch: int, step_at: int) -> float 
         return next((p for p, (_, v, _) in enumerate(stats) if v > t), None)
 
     usable = [t for t in gaps if tests_passed(t) is not None and tests_passed(t) >= min(step_at, len(stats) - 1)]
-    others = [StopRule(rule.place, "epoch-mean" if rule.statistic == "last-minibatch" else "last-minibatch"),
-              StopRule("minibatch" if rule.place == "epoch" else "epoch", rule.statistic)]
+    others = [StopRule(rule.place, "epoch-mean" if rule.statistic == "last-minibatch" else "last-minibatch", rule.u),
+              StopRule("minibatch" if rule.place == "epoch" else "epoch", rule.statistic, rule.u)]
     for other in others:
         telling = [t for t in usable if other.stop(kls, per_epoch, t) != rule.stop(kls, per_epoch, t)]
         if telling:
@@ -1468,6 +1483,7 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2, *, minibat
     # policy (and its KL) after a step or two; the stop rule does not depend on the clip.
     config = {"epochs": epochs, "minibatch_size": size, "normalize_advantages": False, "seed": seed, "clip_eps": 10.0}
     free = call_update(ctx, case, {**config, "target_kl": None})
+    rule = replace(rule, u=free.u)
     if free.steps != epochs * per_epoch:
         raise ClauseFailure(
             f"with target_kl None and {epochs} epochs of {per_epoch} minibatches, ppo_update took {free.steps} optimizer steps; "
