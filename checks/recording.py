@@ -58,16 +58,15 @@ class Step:
     zero_grads: int  # optimizer.zero_grad() calls since the previous step
 
     def rows(self, forwards: list[Forward]) -> np.ndarray | None:
-        """The minibatch this step's gradient came from: the rows of the forwards that fed it, each row once
-        (an actor forward and a critic forward of the same rows are one minibatch), in first-seen order."""
+        """The minibatch this step's gradient came from: the rows of the first forward that fed it, in its order
+        (repeats kept), then those of any other forward that fed it and are not already there (an actor forward and
+        a critic forward of the same rows are one minibatch). Empty where no forward fed it."""
         seen: list[int] = []
         for i in self.forwards:
             rows = forwards[i].rows
             if rows is None:
                 return None
-            for r in rows.tolist():
-                if r not in seen:
-                    seen.append(r)
+            seen += rows.tolist() if not seen else [r for r in rows.tolist() if r not in seen]
         return np.asarray(seen, dtype=np.int64)
 
 

@@ -797,7 +797,8 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
     if optimizer.steps == 0:
         raise CandidateError("ppo_update took no step with the optimizer it was given")
     for step in recording.steps:
-        if not step.forwards:
+        empty = all(g is None or not np.any(g) for g in step.grads.values())
+        if not step.forwards and not empty:
             raise CandidateError(f"ppo_update's optimizer step {step.index} applied a gradient that no forward of the policy it "
                                  "was given produced (a copy of the module, or gradients written by hand?)")
         if recording.step_rows(step.index) is None:
@@ -1104,15 +1105,24 @@ def diagnose_step(ctx, run: UpdateRun, k: int, loss: StepLoss, conv: Conventions
             scope = other.advantage_normalization
             return (f"the advantages are normalised over the {'whole batch' if scope == 'batch' else 'minibatch'}, but the "
                     f"candidate declares advantage_normalization = {conv.advantage_normalization!r}")
-    if loss.value_clip is not None:
-        current = run.params(k)["critic.weight"][0, rows]
-        start = run.params(0)["critic.weight"][0, rows]
-        for values_old, where in ((start, "the network at the start of the update"),
-                                  (current, "the current network (the clip never acts)")):
-            if same(replace(loss, values_old=values_old)):
-                return f"the value clip is centred on values recomputed from {where}, not on the stored values_old (bug C9)"
-        if same(replace(loss, value_clip=None)):
-            return "the value loss is not clipped, though value clipping is on (value_clip_eps, value_clipping)"
+    if loss.value_clip is not None:  # these can coincide on one step: the one that holds on every step is named
+        def everywhere(change) -> bool:
+            for j in range(k, run.steps):
+                first = step_losses(ctx, run, j, conv)[0]
+                e, t, _ = expected_step_gradient(run, run.params(j), run.rows(j), change(first, j), conv)
+                if not np.all(np.abs(flat(run.recording.steps[j].grads, names) - flat(e, names)) <= 4 * flat(t, names)):
+                    return False
+            return True
+
+        critic = lambda j, at: run.params(at)["critic.weight"][0, run.rows(j)]
+        unclipped = everywhere(lambda first, j: replace(first, value_clip=None))
+        at_start = everywhere(lambda first, j: replace(first, values_old=critic(j, 0)))
+        if at_start and not unclipped:
+            return ("the value clip is centred on values recomputed from the network at the start of the update, not on the "
+                    "stored values_old (bug C9)")
+        if unclipped:
+            return ("the value loss is not clipped against the stored values_old, though value clipping is on: no clip at all, "
+                    "or one centred on values recomputed from the network (bug C9), which these steps cannot tell apart")
     elif same(replace(loss, value_clip=float(run.config["clip_eps"]), values_old=run.batch["values_old"][rows])):
         return ("the value loss is clipped against values_old with clip_eps, though value clipping is off: declare "
                 "value_clipping = 'clip_eps' if the update always clips it")
@@ -1125,6 +1135,9 @@ def judge_step(ctx, run: UpdateRun, k: int, conv: Conventions, *, what: str, nam
     """Step k's recorded gradient equals the declared loss's gradient on its rows at its parameters; the
     failure names the mistake it matches where it can."""
     names = list(names or [n for n in run.params(k) if run.params(k)[n] is not None])
+    if len(run.rows(k)) == 0:
+        raise ClauseFailure(f"{what}: step {k} of {run.steps} applied no gradient (no forward of the policy fed it)", call=run.code,
+                            cause="optimizer.step() is called without a backward through a minibatch's loss")
     losses = step_losses(ctx, run, k, conv)
     mismatches = [step_mismatch(run, k, loss, conv, names) for loss in losses]
     if any(m is None for m in mismatches):
@@ -1376,6 +1389,8 @@ def k3(x):
 
 def minibatch_kl(run: UpdateRun, params: dict, rows: np.ndarray) -> tuple[float, float]:
     """k3 of the rows at ``params`` against the stored logp_old, and its tolerance (above)."""
+    if len(rows) == 0:  # a step no forward fed (it applied no gradient)
+        return 0.0, TINY
     logp, magnitude = module_terms(run.case.kind, params, run.batch["actions"][rows], rows)
     stored = run.batch["logp_old"][rows]
     x = logp - stored
