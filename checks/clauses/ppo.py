@@ -896,7 +896,8 @@ def minibatches_per_epoch(ctx, n: int, size: int) -> int:
 #   sample on the other side of a kink (r_j within 2 rho_j of 1 - eps or 1 + eps; a value within
 #   rounding of V_old +- eps, or the two squared errors within rounding of each other), either branch
 #   is a subgradient: that sample's whole term is allowed. The float64 oracle is as accurate again:
-#   every rounding term is doubled. The global-norm clip's coefficient c / (||g|| + delta), delta in
+#   every rounding term is doubled. An entry of a state the minibatch does not hold is exactly 0 (its one-hot
+#   coordinate multiplies every term by 0), so its tolerance is 0 (TINY): a nonzero there is another step's. The global-norm clip's coefficient c / (||g|| + delta), delta in
 #   [0, 1e-6] (torch's clip_grad_norm_ adds 1e-6), moves by <= coefficient (delta + ||dg|| + P u ||g||) / ||g||.
 
 
