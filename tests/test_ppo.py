@@ -462,3 +462,24 @@ def test_the_stop_rules_compare_the_declared_statistic_at_the_declared_place():
     assert each.stop(kls, 2, 0.25) == 1  # the second minibatch's KL stops the update before its step
     threshold = checks.place_threshold(mean, kls, 2, step_at=0)
     assert mean.stop(kls, 2, threshold) != last.stop(kls, 2, threshold)
+
+
+@pytest.mark.parametrize("statistic", ["last-minibatch", "epoch-mean"])
+def test_the_kl_cases_tell_the_statistics_apart(statistic):
+    """Some fixed case of PPO-UPDATE-KL-EARLY-STOP places its threshold where the other statistic stops at another step
+    (on the reference's own path, which a correct update shares), so an update reading the other one fails on every seed."""
+    from rlspec.checks import load
+    from rlspec.checks.verdict import PROFILES, Context
+    from rlspec.spec import catalogue
+
+    clause = next(c for c in catalogue.clauses() if c.id == "PPO-UPDATE-KL-EARLY-STOP")
+    ctx = Context(load("reference"), clause, PROFILES["quick"], 0, np.float64)
+    rule, other = checks.StopRule("epoch", statistic), checks.StopRule("epoch", {"last-minibatch": "epoch-mean"}.get(statistic, "last-minibatch"))
+    telling = []
+    for case, size, epochs, seed in checks.KL_CASES:
+        free = checks.call_update(ctx, case, {"epochs": epochs, "minibatch_size": size, "normalize_advantages": False, "seed": seed,
+                                              "clip_eps": 10.0, "target_kl": None})
+        kls, per_epoch = checks.step_kls(free), -(-case.n // size)
+        threshold = checks.place_threshold(rule, kls, per_epoch, 2)
+        telling.append(threshold is not None and rule.stop(kls, per_epoch, threshold) != other.stop(kls, per_epoch, threshold))
+    assert any(telling)
