@@ -10,28 +10,28 @@ form, and ppo_update's normalisation scope and KL stop) are the contract's (spec
 each clause checks the declared value exactly.
 
 ``ppo_update``'s protocol. The suite hands the candidate what a collector would have produced,
-built so that every property is observable from outside:
+built so that every property is observable from outside, and watches what the update does to it
+(``rlspec.checks.recording``; docs/adapting-real-code.md is the contract for adapter authors):
 
-* ``policy``: a torch module (:class:`rlspec.reference.ppo.LinearActorCritic`) on one-hot
-  observations, one state per sample, so each sample's log-probability depends on its own
-  parameters only, bit for bit, whatever minibatch it is evaluated in. ``policy(obs) -> (dist,
-  values)`` (CleanRL style) and ``policy.evaluate_actions(obs, actions) -> (values,
-  log_prob, entropy)`` (SB3's method and order).
-* ``optimizer``: plain SGD over ``policy.parameters()`` (:class:`RecordingSGD`: ``param_groups``,
-  ``zero_grad()``, ``step()`` like a ``torch.optim`` optimizer) that records the gradient it receives
-  and the parameters it produces at every ``step()``. The candidate takes exactly one step per
-  minibatch with it; the suite then knows the whole parameter path without trusting diagnostics.
+* ``policy``: a torch module (:class:`rlspec.checks.recording.ObservedActorCritic`, the reference's
+  ``LinearActorCritic``) on one-hot observations, one state per sample, so each sample's
+  log-probability depends on its own parameters only, bit for bit, whatever minibatch it is evaluated
+  in, and each forward's rows are read off its input. ``policy(obs) -> (dist, values)`` (CleanRL style)
+  and ``policy.evaluate_actions(obs, actions) -> (values, log_prob, entropy)`` (SB3's method and order).
+* ``optimizer``: plain SGD in two parameter groups, the actor's and the critic's
+  (:class:`RecordingSGD`, with ``torch.optim``'s surface), recording at every ``step()`` the gradient
+  it receives (after the candidate's clipping) and the parameters before and after. With the forwards
+  that fed each step, the suite knows every step's minibatch and the whole parameter path.
 * ``obs, actions, logp_old, advantages, returns, values_old``: the stored rollout (N samples).
   ``logp_old`` is the policy's own log-probability (or that minus a known offset), ``values_old``
-  its own values, so a candidate that clips its value loss sees no clip at the first step.
+  its own values plus noise (an older critic's), so a clipped value loss clips from the first step.
 * ``config``: ``clip_eps, epochs, minibatch_size, vf_coef, ent_coef, max_grad_norm, target_kl``
-  (None: never stop), ``normalize_advantages`` and ``seed`` (for the candidate's shuffle).
+  (None: never stop), ``normalize_advantages``, ``value_clip_eps`` (None: no value clipping) and
+  ``seed`` (the candidate's shuffle; the global generators are seeded from it for the call).
 
-It returns a dict: ``ratios`` and ``indices`` (the first minibatch's ratios, computed before any
-step, and their positions in the batch), ``approx_kl`` (every value its stop rule compared with
-target_kl, in order) and ``epochs`` (epochs in which it took at least one step). An adapter for
-CleanRL-style code returns ``mb_inds`` and ``ratio`` from its first pass; SB3's ``train()`` has the
-same quantities inline.
+The update may return nothing. Where it returns the protocol's dict (``ratios`` and ``indices`` of
+the first minibatch before any step, ``approx_kl``: every value its stop rule compared, ``epochs``),
+those are checked against the recording too.
 """
 
 from __future__ import annotations
@@ -1038,16 +1038,13 @@ def expected_step_gradient(run: UpdateRun, params: dict, rows: np.ndarray, loss:
         coef, coef_tol = {}, {}
         for group in parameter_groups(kind):
             g_norm = math.sqrt(sum(float(np.sum(raw[n] ** 2)) for n in group))
+            size = sum(raw[n].size for n in group)
             for n in group:
                 coef[n] = min(1.0, max_norm / g_norm) if loss.clip == "group" and g_norm > 0 else 1.0
-                coef_tol[n] = 4 * coef[n] * (1e-6 + P_u(raw, group, u)) if coef[n] < 1.0 else 0.0
+                coef_tol[n] = 4 * coef[n] * (1e-6 + size * u) if coef[n] < 1.0 else 0.0
     expected = {n: raw[n] * coef[n] for n in names}
     tolerance = {n: coef[n] * elementwise[n] + coef_tol[n] * np.abs(raw[n]) + TINY for n in names}
     return expected, tolerance, norm
-
-
-def P_u(raw: dict, group, u: float) -> float:
-    return sum(raw[n].size for n in group) * u
 
 
 def flat(values: dict, names) -> np.ndarray:
