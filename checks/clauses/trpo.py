@@ -1169,34 +1169,28 @@ def trials_of(evaluated, theta0: np.ndarray) -> list[np.ndarray]:
 
 
 class TrialJudge:
-    """The suite's exact surrogate, KL and gradient for one problem (float64), and the margins of a decision."""
+    """The suite's exact surrogate, KL and gradient for one problem (float64, the Oracle's functions), and the
+    margins of a decision at a trial."""
 
     def __init__(self, problem: UpdateProblem, u: float, ratio: float, standardise: bool):
         import torch
-        from torch.distributions import kl_divergence
-
-        self.problem, self.u, self.ratio, self.torch = problem, u, ratio, torch
-        policy, B = problem.policy, problem.policy.batch
-        theta0 = torch.tensor(problem.theta0)
-        actions = torch.tensor(problem.actions, dtype=torch.long if policy.kind == "categorical" else torch.float64)
-        self.advantages = standardised(problem.advantages) if standardise else problem.advantages
-        A = torch.tensor(self.advantages)
-        old = policy(theta0)
-        logp_old = old.log_prob(actions).detach()
-        self.surrogate = lambda th: float((torch.exp(policy(th).log_prob(actions) - logp_old) * A).mean())
-        self.kl = lambda th: float(kl_divergence(old, policy(th)).mean())
-        self.base = self.surrogate(theta0)
-        leaf = theta0.clone().requires_grad_(True)
-        logp = policy(leaf).log_prob(actions)
-        (g,) = torch.autograd.grad((torch.exp(logp - logp_old) * A).mean(), leaf)
-        self.g = g.numpy()
-        n_actions = policy.size + 1 if policy.kind == "categorical" else 1
-        self.c_eval = 2 * (B + n_actions + 8)
         from torch.autograd.functional import jacobian
 
-        scores = jacobian(lambda th: policy(th).log_prob(actions), theta0).numpy()  # (B, P)
+        oracle = Oracle(problem, 0.0, 1.0, u, full=False, ratio=ratio, standardise=standardise)
+        self.problem, self.u, self.ratio, self.torch = problem, u, ratio, torch
+        self.advantages, self.c_eval = oracle.advantages, oracle.c_eval
+        self.surrogate = lambda th: float(oracle.surrogate(th))
+        self.kl = lambda th: float(oracle.kl(th))
+        theta0 = torch.tensor(problem.theta0)
+        self.base = self.surrogate(theta0)
+        leaf = theta0.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(oracle.surrogate(leaf), leaf)
+        self.g = g.numpy()
+        policy, B = problem.policy, problem.policy.batch
+        kind = torch.long if policy.kind == "categorical" else torch.float64
+        scores = jacobian(lambda th: policy(th).log_prob(torch.tensor(problem.actions, dtype=kind)), theta0).numpy()  # (B, P)
         self.M_g = float(np.linalg.norm(np.abs(self.advantages) @ np.abs(scores) / B))
-        self.c_g = policy.n_params + n_actions + B + 10
+        self.c_g = policy.n_params + (policy.size + 1 if policy.kind == "categorical" else 1) + B + 10
 
     def at(self, theta: np.ndarray):
         """(excess, kl, margin of the excess, margin of the kl): excess = gain - ratio g'(theta - theta0)."""
