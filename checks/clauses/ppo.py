@@ -1207,6 +1207,7 @@ def update_first_ratios_one(ctx):
         check_first_ratios(run, what="first-minibatch ratios with logp_old stored at collection (expected 1)", cause=cause)
         judge_step(ctx, run, 0, conv, names=[n for n in ACTOR_PARAMETERS if n in run.params(0)], cause=cause,
                    what="the first step's actor gradient with logp_old stored at collection (ratios 1: the vanilla gradient)")
+        check_finite_parameters(run)
 
     for case, size, seed in of_families(ctx, [(UpdateCase("categorical", n=8, seed=1), 4, 0), (UpdateCase("gaussian", n=8, seed=2), 3, 1)]):
         verify(case, size, seed)
@@ -1240,6 +1241,7 @@ def update_stored_logp_old(ctx):
                                cause=cause() if not ratios_match(run) else "")
         judge_step(ctx, run, 0, conv, names=names, cause=cause,
                    what="the first step's actor gradient with stored logp_old = log pi - d (ratios exp(d))")
+        check_finite_parameters(run)
 
     for case, size, seed in of_families(ctx, [(UpdateCase("categorical", n=8, seed=3, offset=OFFSETS), 4, 0),
                                               (UpdateCase("gaussian", n=8, seed=4, offset=OFFSETS), 8, 1)]):
@@ -1258,6 +1260,7 @@ def update_first_step_gradient(ctx):
     def verify(case, config, what):
         run = call_update(ctx, case, {**common, **config})
         judge_step(ctx, run, 0, conv, what=what)
+        check_finite_parameters(run)  # a later one-sample minibatch must not leave NaN behind
 
     cases = [(UpdateCase("categorical", n=8, seed=11), {"minibatch_size": 4, "seed": 0}, "categorical, minibatch 4 of 8, no clipping"),
              (UpdateCase("gaussian", n=8, seed=12), {"minibatch_size": 4, "seed": 1}, "Gaussian, minibatch 4 of 8, no clipping"),
@@ -1330,6 +1333,7 @@ def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
     the batch (the remainder a smaller last one, or dropped, as declared); not the same order every epoch."""
     config = {**BASE_CONFIG, **config, "target_kl": None}
     run = call_update(ctx, case, config)
+    check_finite_parameters(run)
     n, size, epochs = case.n, int(config["minibatch_size"]), int(config["epochs"])
     per_epoch = minibatches_per_epoch(ctx, n, size)
     expected = epochs * per_epoch
@@ -1510,6 +1514,7 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2, *, minibat
     # policy (and its KL) after a step or two; the stop rule does not depend on the clip.
     config = {"epochs": epochs, "minibatch_size": size, "normalize_advantages": False, "seed": seed, "clip_eps": 10.0}
     free = call_update(ctx, case, {**config, "target_kl": None})
+    check_finite_parameters(free)
     rule = replace(rule, u=free.u)
     if free.steps != epochs * per_epoch:
         raise ClauseFailure(
