@@ -452,6 +452,12 @@ def test_a_dropped_remainder_is_declared():
     assert result.status == "fail" and "declare minibatch_remainder = 'dropped'" in result.cause
 
 
+@pytest.mark.parametrize("remainder, sizes", [("kept", [3, 3, 2]), ("dropped", [3, 3]), ("merged", [3, 5])])
+def test_the_remainder_conventions(remainder, sizes):
+    assert checks.minibatch_sizes(remainder, 8, 3) == sizes
+    assert checks.minibatch_sizes(remainder, 6, 3) == [3, 3] and checks.minibatch_sizes(remainder, 2, 3) == ([2] if remainder != "dropped" else [])
+
+
 def test_the_stop_rules_compare_the_declared_statistic_at_the_declared_place():
     kls = [(0.1, 0.0), (0.3, 0.0), (0.2, 0.0), (0.6, 0.0)]  # two epochs of two minibatches
     last, mean = checks.StopRule("epoch", "last-minibatch"), checks.StopRule("epoch", "epoch-mean")

@@ -874,11 +874,20 @@ def value_clip_of(ctx, config: dict) -> float | None:
     return None if config.get("value_clip_eps") is None else float(config["value_clip_eps"])
 
 
+def minibatch_sizes(remainder: str, n: int, size: int) -> list[int]:
+    """The sizes of one epoch's minibatches when ``size`` does not divide ``n``: the remainder a last, smaller
+    minibatch (``kept``), dropped (``dropped``), or joined to the last full one (``merged``: Tianshou's
+    ``Batch.split(size, merge_last=True)``)."""
+    full, rest = divmod(n, size)
+    if remainder == "kept":
+        return [size] * full + ([rest] if rest else [])
+    if remainder == "dropped":
+        return [size] * full
+    return [size] * (full - 1) + [size + rest] if full else [n]
+
+
 def minibatches_per_epoch(ctx, n: int, size: int) -> int:
-    """ceil(n / size): the remainder is a last, smaller minibatch; floor(n / size) where it is dropped."""
-    if ctx.convention("minibatch_remainder") == "dropped":
-        return n // size
-    return -(-n // size)
+    return len(minibatch_sizes(ctx.convention("minibatch_remainder"), n, size))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1330,7 +1339,8 @@ def update_value_clipping(ctx):
 
 def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
     """target_kl None: epochs x (minibatches per epoch) steps; each epoch's minibatches of minibatch_size partition
-    the batch (the remainder a smaller last one, or dropped, as declared); not the same order every epoch."""
+    the batch (the remainder a smaller last one, dropped, or merged into the last, as declared); not the same order
+    every epoch."""
     config = {**BASE_CONFIG, **config, "target_kl": None}
     run = call_update(ctx, case, config)
     check_finite_parameters(run)
@@ -1344,25 +1354,27 @@ def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
             hint = f"the update ran {run.steps // per_epoch} epochs of {per_epoch} minibatches: epochs off by one"
         elif run.steps == epochs:
             hint = "one step per epoch: the whole batch in one minibatch"
-        elif run.steps == epochs * -(-n // size) and remainder == "dropped":
-            hint = "the remainder is kept as a smaller minibatch, but the candidate declares minibatch_remainder = 'dropped'"
-        elif run.steps == epochs * (n // size) and remainder == "kept":
-            hint = "the remainder is dropped; declare minibatch_remainder = 'dropped' if that is the design"
+        else:
+            for other in ("kept", "dropped", "merged"):
+                if other != remainder and run.steps == epochs * len(minibatch_sizes(other, n, size)):
+                    hint = (f"the remainder of {n} samples in minibatches of {size} is {other} (declared: {remainder}); declare "
+                            f"minibatch_remainder = '{other}' if that is the design")
+                    break
         raise ClauseFailure(
             f"{what}: ppo_update took {run.steps} optimizer steps; {epochs} epochs of {per_epoch} minibatches of {size} "
             f"({n} samples, remainder {remainder}) make {expected}", call=run.code,
             cause=hint or "the update's loop does not run epochs x minibatches steps")
+    want = sorted(minibatch_sizes(remainder, n, size))
     orders = []
     for e in range(epochs):
         minibatches = [run.rows(k) for k in range(e * per_epoch, (e + 1) * per_epoch)]
         rows = np.concatenate(minibatches)
         sizes = sorted(len(m) for m in minibatches)
-        want = sorted([size] * (n // size) + ([n % size] if n % size and remainder == "kept" else []))
-        complete = sorted(rows.tolist()) == list(range(n)) if remainder == "kept" else len(set(rows.tolist())) == len(rows)
+        complete = sorted(rows.tolist()) == list(range(n)) if remainder != "dropped" else len(set(rows.tolist())) == len(rows)
         if sizes != want or not complete:
             raise ClauseFailure(
                 f"{what}: epoch {e}'s minibatches are {[m.tolist() for m in minibatches]}; they must partition the {n} samples "
-                f"into minibatches of {size}" + (" (the remainder in a smaller one)" if remainder == "kept" else " (the remainder dropped)"),
+                f"into minibatches of sizes {want} (minibatch_size {size}, remainder {remainder})",
                 call=run.code, cause="samples repeated or left out within an epoch (sampling with replacement, or a wrong slice)")
         orders.append(rows.tolist())
     if epochs >= 2 and all(order == orders[0] for order in orders):
