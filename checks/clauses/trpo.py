@@ -1181,6 +1181,7 @@ class TrialJudge:
         self.advantages, self.c_eval = oracle.advantages, oracle.c_eval
         self.surrogate = lambda th: float(oracle.surrogate(th))
         self.kl = lambda th: float(oracle.kl(th))
+        self.reverse_kl = lambda th: float(oracle.reverse_kl(th))  # for diagnoses: KL(new || old)
         theta0 = torch.tensor(problem.theta0)
         self.base = self.surrogate(theta0)
         leaf = theta0.clone().requires_grad_(True)
@@ -1239,12 +1240,14 @@ def verify_trials(ctx, problem: UpdateProblem) -> bool:
     max_kl = problem.max_kl
     test = f"gain > {ratio:g} x g'(trial - theta0)" if ratio else "gain > 0"
 
+    reverse = [judge.reverse_kl(judge.torch.tensor(trial)) for trial in trials]
+
     def table():
-        lines = ["  k   fraction     surrogate gain" + (" - share" if ratio else "") + "   KL(old||new)   verdict"]
+        lines = ["  k   fraction     surrogate gain" + (" - share" if ratio else "") + "   KL(old||new)   KL(new||old)   verdict"]
         for k, excess, kl, m_gain, m_kl in rows:
             verdict = "qualifies" if excess > 0 and kl <= max_kl else ("no improvement" if excess <= 0 else f"KL > {max_kl:g}")
             mark = "  <- returned" if k == returned else ""
-            lines.append(f"{k:>3}  {beta**k:>9.6g}  {excess:>17.6g}  {kl:>13.6g}   {verdict}{mark}")
+            lines.append(f"{k:>3}  {beta**k:>9.6g}  {excess:>17.6g}  {kl:>13.6g}  {reverse[k]:>13.6g}   {verdict}{mark}")
         return "\n".join(lines)
 
     decided = len(rows) if returned is None else returned + 1
@@ -1257,8 +1260,10 @@ def verify_trials(ctx, problem: UpdateProblem) -> bool:
                 f"trpo_update rejected trial {k} (fraction {beta**k:g} of its step), which qualifies ({test} and KL(old || new) "
                 f"= {kl:.6g} <= max_kl = {max_kl:g}), and returned " + ("theta0" if returned is None else f"trial {returned}"),
                 table=table(), call=call.code,
-                cause="the acceptance test is stricter than the rule (another KL, a sufficient-increase test not declared), or "
-                      "trials are evaluated but their result ignored")
+                cause=f"the line search tests KL(new || old) = {reverse[k]:.6g} > max_kl there (sb3-contrib's kl_divergence(new, "
+                      "old)); the TRPO constraint is KL(old || new)" if reverse[k] > max_kl else
+                      "the acceptance test is stricter than the rule (a sufficient-increase test not declared), or trials are "
+                      "evaluated but their result ignored")
     if returned is not None:
         _, excess, kl, _, _ = rows[returned]
         if excess <= 0:
@@ -1271,7 +1276,9 @@ def verify_trials(ctx, problem: UpdateProblem) -> bool:
             raise ClauseFailure(
                 f"trpo_update returned trial {returned} (fraction {beta**returned:g} of its step), whose KL(old || new) = {kl:.6g} "
                 f"exceeds max_kl = {max_kl:g}", table=table(), call=call.code,
-                cause="the KL constraint is not tested, or tested in the reverse direction KL(new || old)")
+                cause=f"the line search tests KL(new || old) = {reverse[returned]:.6g} <= max_kl instead (sb3-contrib's "
+                      "kl_divergence(new, old)); the TRPO constraint is KL(old || new)" if reverse[returned] <= max_kl else
+                      "the KL constraint is not tested")
     elif len(trials) < problem.max_backtracks:
         raise ClauseFailure(
             f"trpo_update returned theta0 after {len(trials)} trials; the rule tries {problem.max_backtracks} before giving up",
