@@ -1302,7 +1302,7 @@ def update_step_gradients(ctx):
         (UpdateCase("categorical", n=8, seed=21), {"epochs": 3, "minibatch_size": 4, "seed": 0}, "categorical, 3 epochs of 2 minibatches"),
         # the global clip binds on every step (two parameter groups); the last minibatch holds one sample
         (UpdateCase("gaussian", n=7, seed=22, lr=0.2), {"epochs": 2, "minibatch_size": 3, "max_grad_norm": 0.05, "seed": 1},
-         "Gaussian, 2 epochs of minibatches 3, 3, 1, max_grad_norm 0.05"),
+         "Gaussian, 2 epochs of 7 samples in minibatches of 3 (a remainder of one), max_grad_norm 0.05"),
         (UpdateCase("categorical", n=6, seed=23), {"epochs": 2, "minibatch_size": 3, "max_grad_norm": 0.05, "seed": 2},
          "categorical, 2 epochs of 2 minibatches, max_grad_norm 0.05"),
         (UpdateCase("gaussian", n=8, seed=24, lr=0.2), {"epochs": 3, "minibatch_size": 4, "seed": 3}, "Gaussian, 3 epochs of 2 minibatches"),
