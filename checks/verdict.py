@@ -71,7 +71,7 @@ EXAMPLE_TIERS = {
                              "and optional argument drawn, so twice the autograd share"),
     "enumeration": Tier(Fraction(1, 6), 1, "each example is a whole enumeration (the gridworld's paths), a "
                         "complete ppo_update, or a call per declared mode (RLHF width, masked)"),
-    "kl-stop": Tier(Fraction(1, 12), 1, "each example is two complete ppo_updates of 8 epochs (PPO-UPDATE-KL-EARLY-STOP)"),
+    "kl-stop": Tier(Fraction(1, 12), 1, "each example is two complete ppo_updates of 6 epochs (PPO-UPDATE-KL-EARLY-STOP)"),
     "known-answers-first": Tier(Fraction(1), 0, "TRPO, Gaussian, off-policy, normalisation: the known answers catch "
                                 "the chapters' mutants; at quick, 3 drawn examples keep each chapter near a second", quick=3),
     "known-answers-first-costly": Tier(Fraction(1, 3), 4, "trpo_update: the reference runs a CG of "

@@ -32,10 +32,12 @@ def reinforce_loss(logp, returns, baseline=None):
     return -(logp * weights.detach()).mean()
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     """One-step TD actor-critic losses ``(actor_loss, critic_loss)``; torch (T,) inputs -> two scalars.
 
     ``terminated[t]``: s_{t+1} is terminal, so its value is not bootstrapped (bool, or 0./1.).
+    ``truncated[t]``: a time limit cut the episode after step t; s_{t+1} is not terminal, so it bootstraps
+    from ``next_values[t]`` like any step (Pardo et al. 2018, arXiv:1712.00378): the flag changes nothing here.
     """
     bootstrap = torch.where(terminated.bool(), 0.0, next_values.detach())  # (T,) V(s_{t+1}), constant target
     delta = rewards + gamma * bootstrap - values  # (T,) gradient reaches values only

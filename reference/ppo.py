@@ -135,21 +135,22 @@ UPDATE_DEFAULTS = {
     "max_grad_norm": 0.5,
     "target_kl": None,
     "normalize_advantages": True,
+    "value_clip_eps": None,
     "seed": 0,
 }
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
-    """One PPO update on a collected batch; returns the diagnostics of the protocol.
+    """One PPO update on a collected batch; returns the protocol's (optional) diagnostics.
 
     obs (N, obs_dim), actions (N,) or (N, D), logp_old / advantages / returns / values_old (N,):
-    the rollout as stored at collection time, fixed during the update. ``values_old`` is unused here
-    (this update does not clip the value loss). Returns ``ratios`` and ``indices`` of the first
-    minibatch before any step, ``approx_kl`` per epoch (the value the early stop compared) and
-    ``epochs`` run.
+    the rollout as stored at collection time, fixed during the update. ``values_old`` centres the
+    clipped value loss when ``config["value_clip_eps"]`` is not None. Returns ``ratios`` and
+    ``indices`` of the first minibatch before any step, ``approx_kl`` per epoch (the value the early
+    stop compared) and ``epochs`` run.
     """
     cfg = {**UPDATE_DEFAULTS, **config}
-    logp_old, advantages, returns = logp_old.detach(), advantages.detach(), returns.detach()
+    logp_old, advantages, returns, values_old = logp_old.detach(), advantages.detach(), returns.detach(), values_old.detach()
     if cfg["normalize_advantages"]:
         advantages = normalize_advantages(advantages)  # once, over the whole batch
     n = obs.shape[0]
@@ -165,7 +166,7 @@ def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, v
                 out["ratios"], out["indices"] = log_ratio.detach().exp(), idx
             loss = (
                 ppo_clip_loss(logp, logp_old[idx], advantages[idx], cfg["clip_eps"])
-                + cfg["vf_coef"] * ppo_value_loss(values, returns[idx])
+                + cfg["vf_coef"] * ppo_value_loss(values, returns[idx], values_old[idx], cfg["value_clip_eps"])
                 + ppo_entropy_loss(entropy, cfg["ent_coef"])
             )
             optimizer.zero_grad()

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 CONTRACT_DIR = Path(__file__).parent / "contract"
 ARRAY_MODES = ("candidate", "torch")  # inputs in the candidate's declared array kind, or always torch
 ARGUMENT_TYPES = ("array", "bool", "integer", "scalar", "string", "callable", "object", "mapping")
-CONVENTION_TYPES = ("choice", "number", "subset", "choice-by-kind")
+CONVENTION_TYPES = ("choice", "number", "integer", "subset", "choice-by-kind")
 DECLARATION_TYPES = ("choice", "table", "string", "list")
 
 
@@ -105,7 +105,7 @@ class Convention:
             bounds.append(f"< {_show(self.exclusive_maximum)}")
         if self.maximum is not None:
             bounds.append(f"<= {_show(self.maximum)}")
-        text = "a finite number" + (f" {' and '.join(bounds)}" if bounds else "")
+        text = ("an integer" if self.type == "integer" else "a finite number") + (f" {' and '.join(bounds)}" if bounds else "")
         return text + (" or None" if self.nullable else "")
 
     def validate(self, value: Any) -> Any:
@@ -130,10 +130,12 @@ class Convention:
             if not _is_choice(value, self.allowed):
                 raise self._refuse(value)
             return value
-        # number
+        # number, integer
         if value is None and self.nullable:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self._refuse(value)
+        if self.type == "integer" and not isinstance(value, int):
             raise self._refuse(value)
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum) \
                 or (self.exclusive_minimum is not None and value <= self.exclusive_minimum) \
@@ -299,11 +301,11 @@ def _convention(raw: dict, chapter: str, where: str) -> Convention:
     kind = raw["type"]
     if kind not in CONVENTION_TYPES:
         raise ContractError(f"{where}: type {kind!r}; expected one of {CONVENTION_TYPES}")
-    if kind != "number" and not raw.get("allowed"):
+    if kind not in ("number", "integer") and not raw.get("allowed"):
         raise ContractError(f"{where}: a {kind} convention lists its allowed values")
     allowed = tuple(raw.get("allowed", ()))
     default = raw.get("default", allowed if kind == "subset" else None)
-    if kind == "number" and "default" not in raw and not raw.get("nullable"):
+    if kind in ("number", "integer") and "default" not in raw and not raw.get("nullable"):
         raise ContractError(f"{where}: a number convention has a default or is nullable (default None)")
     convention = Convention(
         key=raw["key"], chapter=chapter, type=kind, meaning=" ".join(raw["meaning"].split()),

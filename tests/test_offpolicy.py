@@ -261,3 +261,36 @@ def test_the_chapter_passes_on_the_reference_in_both_precisions():
     for dtype in ("float64", "float32"):
         run = run_conformance(load("reference"), clauses="offpolicy", dtype=dtype)
         assert run.ok and {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+
+
+def test_a_warm_up_offset_is_declared_and_diagnosed():
+    """Schedules gated on the environment-step counter after learning_starts: the declared offset passes, the
+    undeclared one fails naming the declaration (or the phase it happens to equal)."""
+    namespace = {}
+    exec((VARIANTS / "offpolicy_warmup_counter.py").read_text(), namespace)
+    ops = {k: staticmethod(namespace[k]) for k in ("target_network_updates", "td3_actor_update_steps")}
+    clauses = ["TARGET-UPDATE-PERIOD", "TARGET-HARD-UPDATE", "TD3-DELAYED-UPDATES", "POLYAK-AVERAGE-OF-HISTORY"]
+    declared = from_object(type("M", (), {**ops, "RLSPEC_CONVENTIONS": {"update_step_offset": 25}}), spec="offset-declared")
+    assert run_conformance(declared, clauses=clauses).ok
+    undeclared = from_object(type("M", (), ops), spec="offset-undeclared")
+    run = run_conformance(undeclared, clauses=clauses)
+    assert {r.status for r in run.results if r.id != "POLYAK-AVERAGE-OF-HISTORY"} == {"fail"}
+    assert any("update_step_offset = learning_starts" in r.cause for r in run.results)
+    assert run["POLYAK-AVERAGE-OF-HISTORY"].status == "pass"  # period 1: every step, whatever the offset
+
+
+@pytest.mark.parametrize("phase, offset, due", [("end", 0, [2, 4, 6]), ("start", 0, [1, 3, 5]), ("end", 25, [1, 3, 5]),
+                                                ("end", 1, [1, 3, 5]), ("start", 1, [2, 4, 6])])
+def test_the_offset_shifts_the_phase(phase, offset, due):
+    from rlspec.checks.clauses import offpolicy
+
+    assert (np.flatnonzero(offpolicy.due_on(phase, offset, 6, 2)) + 1).tolist() == due
+
+
+@pytest.mark.parametrize("value", [2.5, -1, True, "25"])
+def test_the_offset_is_a_non_negative_integer(value):
+    from rlspec.checks.loader import LoadError
+
+    with pytest.raises(LoadError, match="update_step_offset takes an integer >= 0"):
+        from_object(type("M", (), {"td3_actor_update_steps": staticmethod(lambda gradient_steps, policy_delay: None),
+                                   "RLSPEC_CONVENTIONS": {"update_step_offset": value}}), spec="bad-offset")

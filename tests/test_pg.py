@@ -18,7 +18,7 @@ from rlspec.reference import pg as ref
 from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
 
-CLAUSES = "pg"  # the chapter name selects its six clauses
+CLAUSES = "pg"  # the chapter name selects its seven clauses
 VARIANTS = "tests/variants"
 
 
@@ -65,8 +65,17 @@ def test_the_reference_detaches_the_returns_and_the_baseline():
 def test_actor_critic_terminal_step_does_not_bootstrap_with_float_flags():
     x = contract.known_answer("pg.actor-critic-terminal").inputs
     flags = torch.tensor([float(f) for f in x["terminated"]])
-    critic = ref.actor_critic_losses(t(x["logp"]), t(x["values"]), t(x["next_values"]), t(x["rewards"]), flags, x["gamma"])[1]
+    cut = torch.tensor([float(f) for f in x["truncated"]])
+    critic = ref.actor_critic_losses(t(x["logp"]), t(x["values"]), t(x["next_values"]), t(x["rewards"]), flags, cut, x["gamma"])[1]
     assert critic.item() == contract.known_answer("pg.actor-critic-terminal").outputs["critic_loss"]
+
+
+def test_actor_critic_truncated_step_bootstraps():
+    answer = contract.known_answer("pg.actor-critic-truncated")
+    x = answer.inputs
+    actor, critic = ref.actor_critic_losses(t(x["logp"]), t(x["values"]), t(x["next_values"]), t(x["rewards"]),
+                                            torch.tensor(x["terminated"]), torch.tensor(x["truncated"]), x["gamma"])
+    assert (actor.item(), critic.item()) == (answer.outputs["actor_loss"], answer.outputs["critic_loss"])
 
 
 def test_critic_bias_gradient_is_minus_two_mean_delta():
@@ -76,7 +85,8 @@ def test_critic_bias_gradient_is_minus_two_mean_delta():
     obs, next_obs = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 3, dtype=torch.float64)
     rewards, terminated = torch.randn(8, dtype=torch.float64), torch.rand(8) < 0.3
     values, next_values = critic(obs).squeeze(-1), critic(next_obs).squeeze(-1)
-    _, loss = ref.actor_critic_losses(torch.zeros(8, dtype=torch.float64), values, next_values, rewards, terminated, 0.9)
+    truncated = torch.rand(8) < 0.3  # a time limit bootstraps: it changes nothing
+    _, loss = ref.actor_critic_losses(torch.zeros(8, dtype=torch.float64), values, next_values, rewards, terminated, truncated, 0.9)
     loss.backward()
     delta = rewards + 0.9 * torch.where(terminated, 0.0, next_values) - values
     assert critic.bias.grad.item() == pytest.approx(-2 * delta.mean().item(), abs=1e-14)
@@ -161,7 +171,7 @@ def test_declared_sum_and_half_are_checked_exactly():
     declared.conventions = {}  # the same code without its declaration: sum != mean, 0.5 delta^2 != delta^2
     run = run_conformance(declared, clauses=CLAUSES)
     assert {r.id for r in run.failures} == {"PG-REINFORCE-SURROGATE-GRADIENT", "PG-BASELINE-NO-BIAS", "AC-TD-ERROR",
-                                             "AC-CRITIC-SEMI-GRADIENT", "AC-ACTOR-WEIGHT-DETACHED"}
+                                             "AC-TRUNCATION-BOOTSTRAP", "AC-CRITIC-SEMI-GRADIENT", "AC-ACTOR-WEIGHT-DETACHED"}
     assert all(r.status == "fail" for r in run.failures)
     wrong = candidate({"pg_reduction": "sum"})  # a mean implementation declaring a sum
     assert run_conformance(wrong, clauses="PG-REINFORCE-SURROGATE-GRADIENT")["PG-REINFORCE-SURROGATE-GRADIENT"].status == "fail"

@@ -5,6 +5,7 @@ unusable candidates are reported as errors, not failures."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,7 +196,7 @@ def good_update(**kwargs):
 @pytest.mark.parametrize(
     "update, message",
     [
-        (lambda **k: [1, 2], "expected a dict"),
+        (lambda **k: [1, 2], "took no step"),  # real loops return anything: only a dict's protocol keys are read
         (lambda **k: {"ratios": [1.0]}, "lack"),
         (lambda **k: {"ratios": [1.0, 1.0], "indices": [0, 0], "approx_kl": [], "epochs": 1}, "not distinct"),
         (lambda **k: {"ratios": [1.0, 1.0], "indices": [0], "approx_kl": [], "epochs": 1}, "same number"),
@@ -294,3 +295,197 @@ def test_non_numeric_diagnostics_are_errors():
     update = lambda **k: {**good_update(**k), "ratios": "one"}
     result = run_conformance(Module(ppo_update=update), clauses="PPO-UPDATE-FIRST-RATIOS-ONE")["PPO-UPDATE-FIRST-RATIOS-ONE"]
     assert result.status == "error" and "1-D array of numbers" in result.message
+
+
+# ---------------------------------------------------------------------------------------------
+# the update loop, observed: the recording, the declarations, real code through a name mapping
+
+REALCODE = Path(__file__).parent / "realcode"
+UPDATE = "PPO-UPDATE-*"
+
+
+def test_the_recording_sees_rows_steps_and_groups():
+    """A hand-written loop: two minibatches, the actor and critic forwards separate; each step's minibatch is the rows
+    of the forwards that fed it, in order; no-grad forwards feed nothing; the two parameter groups are the actor's
+    and the critic's; the gradient is recorded after clipping."""
+    args = checks.UpdateCase("gaussian", n=6, seed=1).arguments("float64", checks.BASE_CONFIG)
+    policy, optimizer, obs = args["policy"], args["optimizer"], args["obs"]
+    assert [len(g["params"]) for g in optimizer.param_groups] == [2, 1]  # actor.weight and log_std; critic.weight
+    for rows in ([4, 1, 0], [2, 5, 3]):
+        with torch.no_grad():
+            policy(obs)  # a KL evaluation on the whole batch: no gradient
+        dist, _ = policy(obs[rows])
+        _, values = policy(obs[rows])
+        loss = -dist.log_prob(args["actions"][rows]).sum(-1).mean() + (values**2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1e-3)
+        optimizer.step()
+    recording = optimizer.recording
+    assert [recording.step_rows(k).tolist() for k in range(2)] == [[4, 1, 0], [2, 5, 3]]
+    assert [len(s.forwards) for s in recording.steps] == [2, 2] and len(recording.forwards) == 6
+    norm = math.sqrt(sum(float(np.sum(g**2)) for g in recording.steps[0].grads.values()))
+    assert norm == pytest.approx(1e-3, rel=1e-5)
+    before, after = recording.steps[1].before, recording.steps[1].after
+    assert np.allclose(after["critic.weight"], before["critic.weight"] - 0.5 * recording.steps[1].grads["critic.weight"])
+
+
+def test_the_optimizer_has_torch_optims_surface():
+    args = checks.UpdateCase("categorical", n=4, seed=0).arguments("float64", checks.BASE_CONFIG)
+    optimizer = args["optimizer"]
+    state = optimizer.state_dict()
+    assert [g["params"] for g in state["param_groups"]] == [[0], [1]]
+    for group in optimizer.param_groups:
+        group["lr"] = 0.1  # a learning-rate schedule
+    optimizer.load_state_dict(state)
+    assert [g["lr"] for g in optimizer.param_groups] == [0.5, 0.5]
+    import copy
+
+    twin = copy.deepcopy(args["policy"])  # a frozen old policy: its forwards are not the update's
+    twin(args["obs"])
+    assert twin.recording is None and not optimizer.recording.forwards
+
+
+def test_an_update_that_returns_nothing_is_judged_from_the_recording():
+    def silent(**kwargs):
+        ref.ppo_update(**kwargs)  # the same update, its diagnostics dropped
+
+    run = run_conformance(Module(ppo_update=silent, RLSPEC_ARRAY="torch"), clauses=UPDATE)
+    assert {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+
+
+@pytest.mark.parametrize("adapter", ["ppo_single_file_adapter.py", "ppo_single_file_adapter_diagnostics.py"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_single_file_update_passes_through_a_name_mapping(adapter, dtype):
+    """tests/realcode: the update as a single-file script writes it, adapted by renaming only (and, for comparison, by
+    the instrumentation the diagnostics protocol needed); docs/adapting-real-code.md walks through it."""
+    run = run_conformance(str(REALCODE / adapter), clauses=UPDATE, dtype=dtype)
+    assert {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+
+
+def test_a_nan_step_is_named_when_the_update_then_raises(tmp_path):
+    """Without its one-sample guard the single-file update normalises a lone advantage to NaN; its next forward raises,
+    and the error says which step made the parameters non-finite."""
+    source = (REALCODE / "ppo_single_file.py").read_text(encoding="utf-8")
+    (tmp_path / "ppo_single_file_unguarded.py").write_text(source.replace("if args.norm_adv and len(mb_inds) > 1:", "if args.norm_adv:"))
+    adapter = (REALCODE / "ppo_single_file_adapter.py").read_text(encoding="utf-8")
+    (tmp_path / "adapter.py").write_text(adapter.replace("import ppo_single_file as code", "import ppo_single_file_unguarded as code"))
+    result = run_conformance(str(tmp_path / "adapter.py"), clauses="PPO-UPDATE-STEP-GRADIENTS")["PPO-UPDATE-STEP-GRADIENTS"]
+    assert result.status == "error" and "a one-sample minibatch normalised with the unbiased std is 0/0" in result.message
+
+
+def test_the_kl_tolerance_keeps_the_second_order_term():
+    """logp_old the policy's own, rounded to float32: the exact k3 is 0 and the first-order term expm1(x) e vanishes,
+    but a candidate's k3 is about x^2 / 2 ~ 1e-16; the e^2 / 2 term covers it (the old bound collapsed to 1e-300)."""
+    case = checks.UpdateCase("categorical", n=6, seed=5)
+    args = case.arguments("float64", checks.BASE_CONFIG)
+    run = checks.UpdateRun(case, dict(checks.BASE_CONFIG), args["optimizer"],
+                           {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in args.items() if k in
+                            ("obs", "actions", "logp_old", "advantages", "returns", "values_old")},
+                           None, None, None, None, "", 2.0**-24)
+    params, rows = args["optimizer"].snapshots[0], np.arange(6)
+    exact, tol = checks.minibatch_kl(run, params, rows)
+    logp = args["logp_old"]
+    x = logp - logp.float().double()
+    reported = float((torch.expm1(x) - x).mean())
+    assert exact == 0.0 and abs(reported) > 1e-20 and abs(reported - exact) <= tol < 1e-6
+
+
+def test_value_clipping_declared_absent_is_not_applicable():
+    def unclipped(**kwargs):
+        return ref.ppo_update(**{**kwargs, "config": {**kwargs["config"], "value_clip_eps": None}})
+
+    declared = Module(ppo_update=unclipped, RLSPEC_CONVENTIONS={"value_clipping": "none"})
+    result = run_conformance(declared, clauses="PPO-UPDATE-VALUE-CLIPPING")["PPO-UPDATE-VALUE-CLIPPING"]
+    assert result.status == "not-provided" and result.message == "not-applicable: value clipping declared absent (value_clipping = 'none')"
+    result = run_conformance(Module(ppo_update=unclipped), clauses="PPO-UPDATE-VALUE-CLIPPING")["PPO-UPDATE-VALUE-CLIPPING"]
+    assert result.status == "fail" and "not clipped against the stored values_old" in result.cause
+
+
+def test_a_categorical_only_update_is_judged_on_categorical_batches():
+    def categorical_only(**kwargs):
+        if kwargs["policy"].kind != "categorical":
+            raise NotImplementedError("discrete actions only")
+        return ref.ppo_update(**kwargs)
+
+    declared = Module(ppo_update=categorical_only, RLSPEC_CONVENTIONS={"ppo_update_policy_families": ["categorical"]})
+    run = run_conformance(declared, clauses=UPDATE)
+    assert {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+    assert all("categorical only (ppo_update_policy_families)" in " ".join(r.notes) for r in run.results)
+    assert not run_conformance(Module(ppo_update=categorical_only), clauses="PPO-UPDATE-FIRST-STEP-GRADIENT").ok
+
+
+def test_an_update_that_always_normalises_declares_it():
+    def always(**kwargs):
+        return ref.ppo_update(**{**kwargs, "config": {**kwargs["config"], "normalize_advantages": True}})
+
+    declared = Module(ppo_update=always, RLSPEC_CONVENTIONS={"advantage_normalization_switch": "always"})
+    run = run_conformance(declared, clauses=UPDATE)
+    assert {r.status for r in run.results} == {"pass"}, [(r.id, r.message) for r in run.failures]
+    assert any("advantage_normalization_switch" in note for note in run["PPO-UPDATE-FIRST-RATIOS-ONE"].notes)
+    assert run_conformance(Module(ppo_update=always), clauses="PPO-UPDATE-FIRST-RATIOS-ONE")["PPO-UPDATE-FIRST-RATIOS-ONE"].status == "fail"
+
+
+def drop_last_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """Each epoch: floor(B / size) minibatches of a fresh permutation (a sampler with drop_last)."""
+    n, size, eps = obs.shape[0], config["minibatch_size"], config["clip_eps"]
+    generator = torch.Generator().manual_seed(config["seed"])
+    if config["normalize_advantages"]:
+        advantages = ref.normalize_advantages(advantages)
+    for _ in range(config["epochs"]):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n - size + 1, size):
+            idx = order[start : start + size]
+            values, logp, entropy = policy.evaluate_actions(obs[idx], actions[idx])
+            loss = (ref.ppo_clip_loss(logp, logp_old[idx], advantages[idx], eps) + config["vf_coef"] * ref.ppo_value_loss(values, returns[idx])
+                    - config["ent_coef"] * entropy.mean())
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config["max_grad_norm"])
+            optimizer.step()
+
+
+def test_a_dropped_remainder_is_declared():
+    declared = Module(ppo_update=drop_last_update, RLSPEC_CONVENTIONS={"minibatch_remainder": "dropped", "value_clipping": "none"})
+    assert run_conformance(declared, clauses="PPO-UPDATE-MINIBATCHES")["PPO-UPDATE-MINIBATCHES"].status == "pass"
+    result = run_conformance(Module(ppo_update=drop_last_update), clauses="PPO-UPDATE-MINIBATCHES")["PPO-UPDATE-MINIBATCHES"]
+    assert result.status == "fail" and "declare minibatch_remainder = 'dropped'" in result.cause
+
+
+@pytest.mark.parametrize("remainder, sizes", [("kept", [3, 3, 2]), ("dropped", [3, 3]), ("merged", [3, 5])])
+def test_the_remainder_conventions(remainder, sizes):
+    assert checks.minibatch_sizes(remainder, 8, 3) == sizes
+    assert checks.minibatch_sizes(remainder, 6, 3) == [3, 3] and checks.minibatch_sizes(remainder, 2, 3) == ([2] if remainder != "dropped" else [])
+
+
+def test_the_stop_rules_compare_the_declared_statistic_at_the_declared_place():
+    kls = [(0.1, 0.0), (0.3, 0.0), (0.2, 0.0), (0.6, 0.0)]  # two epochs of two minibatches
+    last, mean = checks.StopRule("epoch", "last-minibatch"), checks.StopRule("epoch", "epoch-mean")
+    assert [v for _, v, _ in last.statistics(kls, 2)] == [0.3, 0.6]
+    assert [round(v, 12) for _, v, _ in mean.statistics(kls, 2)] == [0.2, 0.4]
+    assert last.stop(kls, 2, 0.25) == 2 and mean.stop(kls, 2, 0.25) == 4  # steps allowed before the stop
+    each = checks.StopRule("minibatch", "last-minibatch")
+    assert each.stop(kls, 2, 0.25) == 1  # the second minibatch's KL stops the update before its step
+    threshold = checks.place_threshold(mean, kls, 2, step_at=0)
+    assert mean.stop(kls, 2, threshold) != last.stop(kls, 2, threshold)
+
+
+@pytest.mark.parametrize("statistic", ["last-minibatch", "epoch-mean"])
+def test_the_kl_cases_tell_the_statistics_apart(statistic):
+    """Some fixed case of PPO-UPDATE-KL-EARLY-STOP places its threshold where the other statistic stops at another step
+    (on the reference's own path, which a correct update shares), so an update reading the other one fails on every seed."""
+    from rlspec.checks import load
+    from rlspec.checks.verdict import PROFILES, Context
+    from rlspec.spec import catalogue
+
+    clause = next(c for c in catalogue.clauses() if c.id == "PPO-UPDATE-KL-EARLY-STOP")
+    ctx = Context(load("reference"), clause, PROFILES["quick"], 0, np.float64)
+    rule, other = checks.StopRule("epoch", statistic), checks.StopRule("epoch", {"last-minibatch": "epoch-mean"}.get(statistic, "last-minibatch"))
+    telling = []
+    for case, size, epochs, seed in checks.KL_CASES:
+        free = checks.call_update(ctx, case, {"epochs": epochs, "minibatch_size": size, "normalize_advantages": False, "seed": seed,
+                                              "clip_eps": 10.0, "target_kl": None})
+        kls, per_epoch = checks.step_kls(free), -(-case.n // size)
+        threshold = checks.place_threshold(rule, kls, per_epoch, 2)
+        telling.append(threshold is not None and rule.stop(kls, per_epoch, threshold) != other.stop(kls, per_epoch, threshold))
+    assert any(telling)

@@ -325,9 +325,21 @@ def verify_tanh(ctx, mean, log_std, u, *, dtype=None, what="tanh_gaussian_log_pr
     return out, call
 
 
+def density_judged_exactly(ctx) -> None:
+    """One declaration, one meaning, said per clause: ``tanh_log_prob_eps`` (the SAC losses' log(1 - tanh(u)^2 + eps))
+    is not applied to the tanh density's own clauses, deliberately: they judge the density itself, and the eps form
+    is not one (it integrates to more than 1 and is capped at -log eps where tanh saturates). A candidate that
+    declares it is told so in the verdict."""
+    eps = ctx.convention("tanh_log_prob_eps")
+    if eps is not None:
+        ctx.note(f"tanh_log_prob_eps = {eps:g} (declared for the SAC losses) is not applied here: this clause judges the "
+                 "tanh-squashed density itself, and log(1 - tanh(u)^2 + eps) is not a density")
+
+
 @check("TANH-LOG-PROB-CHANGE-OF-VARIABLES")
 def tanh_change_of_variables(ctx):
     """log pi(tanh u) = log N(u) - sum_d log(1 - tanh(u_d)^2): closed form and torch's TanhTransform, |u| <= 3."""
+    density_judged_exactly(ctx)
     for case in TANH_KNOWN:
         verify_tanh(ctx, *case, with_torch=True)
     ctx.property(draws.gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0)),
@@ -368,6 +380,7 @@ def quadrature(ctx, means, log_stds):
 @check("TANH-DENSITY-INTEGRATES-TO-ONE")
 def tanh_integrates_to_one(ctx):
     """The squashed density integrates to 1 over (-1, 1) (1-D quadrature; also a 2-D product grid)."""
+    density_judged_exactly(ctx)
 
     def verify(means, log_stds):
         integral, bound, call, pointwise = quadrature(ctx, means, log_stds)
@@ -397,6 +410,7 @@ SATURATED_32 = (np.array([[0.0, 0.0], [9.0, -9.0], [15.0, 0.0], [0.0, -20.0], [1
 def tanh_stable_at_saturation(ctx):
     """Finite and within the rounding bound at |u| = 20 in float64 (-162.305233 at mean 0, std 1) and past the float32
     saturation point (|u| >= 9, where tanh(u) rounds to 1) in float32."""
+    density_judged_exactly(ctx)
     verify_tanh(ctx, *SATURATED_64, dtype=np.float64, what="tanh_gaussian_log_prob (float64, |u| up to 20)")
     verify_tanh(ctx, *SATURATED_32, dtype=np.float32, what="tanh_gaussian_log_prob (float32, past saturation)")
 
@@ -419,6 +433,7 @@ SCALED_KNOWN = [
 @check("TANH-SCALED-BOUNDS")
 def tanh_scaled_bounds(ctx):
     """log-density of low + (high - low)(tanh(u) + 1)/2 = tanh log-density - sum_d log((high_d - low_d)/2)."""
+    density_judged_exactly(ctx)
 
     def verify(mean, log_std, u, low, high):
         low, high = rounded(ctx.dtype, low, high)

@@ -546,6 +546,7 @@ def actor_critic_expectation(ctx):
             "next_values": critic[s_next],  # the critic's value of a terminal cell too: to be ignored
             "rewards": mdp.reward[s_next],
             "terminated": mdp.terminal[s_next],
+            "truncated": np.zeros(B, dtype=bool),  # one transition each: no time limit cuts it
             "gamma": WORLD.gamma,
         }
         received = {k: (rounded(v, ctx.dtype) if isinstance(v, np.ndarray) and v.dtype != bool else v)

@@ -1112,12 +1112,31 @@ def polyak_update(ctx):
                  tier="known-answers-first")
 
 
+def due_on(phase: str, offset: int, n_steps: int, period: int) -> np.ndarray:
+    """Whether each 1-based gradient step n makes the delayed update when the counter reads offset + n: at the end
+    of each period of the counter (``end``: SB3, skrl, the TD3 authors') or at its start (``start``: Tianshou)."""
+    counter = offset + np.arange(1, n_steps + 1)
+    return counter % period == 0 if phase == "end" else (counter - 1) % period == 0
+
+
 def phase_due(ctx, n_steps: int, period: int) -> np.ndarray:
-    """Whether each 1-based step (counted across calls) makes the delayed update, on the declared phase."""
-    steps = np.arange(1, n_steps + 1)
-    if ctx.convention("update_phase") == "end":
-        return steps % period == 0
-    return (steps - 1) % period == 0
+    """Whether each 1-based step (counted across calls) makes the delayed update, on the declared phase and offset."""
+    return due_on(ctx.convention("update_phase"), ctx.convention("update_step_offset"), n_steps, period)
+
+
+def phase_alternatives(ctx, n_steps: int, period: int) -> list[tuple[np.ndarray, str]]:
+    """Schedules a correct implementation with other declarations would follow: the other phase, or a counter offset by
+    a warm-up the candidate did not declare (each with the declaration that describes it)."""
+    phase, offset = ctx.convention("update_phase"), ctx.convention("update_step_offset")
+    other = "start" if phase == "end" else "end"
+    out = [(due_on(other, offset, n_steps, period), f"the updates fall on the other phase of each period ('{other}'); declare "
+                                                    f"update_phase = '{other}' if that is intended")]
+    for shift in range(1, period):
+        out.append((due_on(phase, offset + shift, n_steps, period),
+                    f"the updates fall {shift} step{'s' if shift > 1 else ''} early in each period: a step counter that starts at "
+                    f"{offset + shift} (mod {period}), as one gated on the environment steps after a warm-up does; declare "
+                    f"update_step_offset = learning_starts"))
+    return out
 
 
 def expected_targets(target, online, tau, due):
@@ -1174,9 +1193,7 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
             out[n] = current
         return out
 
-    other_phase = "start" if ctx.convention("update_phase") == "end" else "end"
     steps = np.arange(1, N + 1)
-    other_due = (steps - 1) % period == 0 if other_phase == "start" else steps % period == 0
     alternatives = [
         (expected_targets(target, online, t, per_call_due(gradient_steps, period)),
          "the update counter restarts in every call (gradient_step in range(gradient_steps)): with one gradient step per call the "
@@ -1187,8 +1204,7 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
         (expected_targets(target, online, t, steps % (period + 1) == 0),
          "the target is updated every period + 1 steps: a counter compared with period before it is reset (TorchRL 0.14.1's "
          "HardUpdate(value_network_update_interval=k) copies on every (k + 1)-th step() call)"),
-        (expected_targets(target, online, t, other_due), f"the update falls on the other phase of each period ('{other_phase}'); "
-                                                         f"declare update_phase = '{other_phase}' if that is intended"),
+        *[(expected_targets(target, online, t, d), c) for d, c in phase_alternatives(ctx, N, period)],
         (uniform_mean(), "the target is a uniform running mean of the online parameters (an SWA AveragedModel), not an exponential "
                          "moving average with weight tau"),
         (warmed_up(), "the decay is warmed up ((1 + n) / (10 + n), timm/Flax-style EMA): early weights are not tau (1 - tau)^k"),
@@ -1288,10 +1304,7 @@ def verify_delays(ctx, gradient_steps, delay, what):
     alternatives = [(per_call_due(gradient_steps, delay), "the step counter restarts in every call (or never advances between "
                                                                "gradient steps): the actor is updated more often than once per policy_delay"),
                     (np.ones(N), "the delay is ignored: the actor is updated at every critic step")]
-    other = "start" if ctx.convention("update_phase") == "end" else "end"
-    steps = np.arange(1, N + 1)
-    other_due = ((steps - 1) % delay == 0) if other == "start" else (steps % delay == 0)
-    alternatives.append((other_due, f"the updates fall on the other phase of each period ('{other}'); declare update_phase = '{other}'"))
+    alternatives += [(d.astype(np.float64), c) for d, c in phase_alternatives(ctx, N, delay)]
     def cause_of(a, name):
         if name == "target_updates" and np.all(a == 1) and not np.all(due == 1):
             return "the target networks are updated at every critic step, not with the delayed actor"

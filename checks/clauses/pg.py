@@ -381,14 +381,15 @@ def baseline_no_bias(ctx):
 # The known answers (spec/contract/20_pg.toml): bug A3, one transition, r = 1, V(s) = 0, V(s') = 0.5, gamma = 1,
 # log pi = -0.7: delta = 1.5; two steps, the second terminal: delta = [1.5, -2.0] (next_values[1] ignored).
 A3, TERMINAL = contract.known_answer("pg.actor-critic-a3"), contract.known_answer("pg.actor-critic-terminal")
-A3_CASE, TERMINAL_CASE = transitions(**A3.inputs), transitions(**TERMINAL.inputs)
+TRUNCATED = contract.known_answer("pg.actor-critic-truncated")
+A3_CASE, TERMINAL_CASE, TRUNCATED_CASE = (transitions(**x.inputs) for x in (A3, TERMINAL, TRUNCATED))
 
 
 def run_actor_critic(ctx, case: Transitions, grads_of: str | None = None):
     """Call actor_critic_losses; ``grads_of`` = "actor" or "critic": that loss's leaf gradients (else None)."""
     case = case.rounded(ctx.dtype)
     args = {"logp": case.logp, "values": case.values, "next_values": case.next_values, "rewards": case.rewards,
-            "terminated": case.terminated, "gamma": case.gamma}
+            "terminated": case.terminated, "truncated": case.truncated, "gamma": case.gamma}
     call = ctx.call("actor_critic_losses", args, array="torch", requires_grad=("logp", "values", "next_values"),
                     outputs=2, shape=())
     leaves = {n: call.inputs[n] for n in ("logp", "values", "next_values")}
@@ -400,6 +401,11 @@ def _diagnose_td(actor, critic, case: Transitions, s, f, tol_a, tol_c):
     bootstrapped = case.rewards + case.gamma * case.next_values - case.values
     if case.terminated.any() and matches(critic, f * s * np.sum(bootstrapped**2), tol_c):
         return "terminated steps bootstrap from next_values (the (1 - terminated) mask is missing)"
+    cut = case.truncated & ~case.terminated
+    if cut.any():
+        as_terminal = case.rewards + case.gamma * np.where(case.terminated | case.truncated, 0.0, case.next_values) - case.values
+        if matches(critic, f * s * np.sum(as_terminal**2), tol_c):
+            return "truncated steps are treated as terminal (done = terminated | truncated): no bootstrap at a time limit"
     if matches(actor, s * np.sum(case.logp * case.delta), tol_a) and not matches(actor, -s * np.sum(case.logp * case.delta), tol_a):
         return "the TD error is taken the other way round (V(s) - target): the actor's sign flips"
     return ""
@@ -430,11 +436,41 @@ def td_error(ctx):
     ctx.property(draws.transition_batches(), verify, label="drawn")
 
 
+@check("AC-TRUNCATION-BOOTSTRAP")
+def truncation_bootstrap(ctx):
+    """Truncated (not terminated) steps bootstrap from next_values: the losses and the actor's weights are those of
+    the one-step TD error with (1 - terminated) only; a step both terminated and truncated is terminal."""
+    f = critic_factor(ctx)
+
+    def verify(case: Transitions):
+        case, call, grads = run_actor_critic(ctx, case, "actor")
+        u, T = call.unit_roundoff, len(case.logp)
+        s = reduction_scale(ctx, T)
+        actor, critic = (float(x) for x in call.outputs)
+        m, delta, eta = case.m, case.delta, smallest_normal(u)
+        tol_a = 2 * (T + 8) * (u * s * float(np.sum(np.abs(case.logp) * m)) + eta) + TINY
+        tol_c = 2 * (T + 15) * (u * f * s * float(np.sum(m**2)) + eta) + TINY
+        cause = _diagnose_td(actor, critic, case, s, f, tol_a, tol_c)
+        flags = f"truncated {case.truncated.astype(int).tolist()}, terminated {case.terminated.astype(int).tolist()}"
+        assert_close(critic, f * s * float(np.sum(delta**2)), tol_c, what=f"critic_loss with {flags} vs {f:g} x {reduced(ctx)} delta_t^2"
+                     + conventions_note(ctx), call=call.code, cause=cause)
+        assert_close(grads["logp"], -s * delta, 2 * 8 * (u * s * m + eta) + TINY,
+                     what=f"d actor_loss / d logp with {flags} vs -delta{per_sample(ctx)}" + conventions_note(ctx), call=call.code,
+                     cause=cause)
+        assert_close(actor, -s * float(np.sum(case.logp * delta)), tol_a, what=f"actor_loss with {flags}" + conventions_note(ctx),
+                     call=call.code, cause=cause)
+
+    verify(TRUNCATED_CASE)  # delta [1.5, 0.5]: actor 0.475, critic 1.25 (as terminal: [1.5, -1.5])
+    verify(transitions([-0.5, -1.5, -0.2], [1.0, 0.0, 2.0], [3.0, -2.0, 5.0], [0.5, 1.0, -1.0], [False, True, True],
+                       0.9, [True, True, False]))  # truncated, both (terminal), terminated
+    ctx.property(draws.transition_batches(), verify, label="drawn")
+
+
 def known_critic(answer):
     """The known answer's transitions valued by V(s) = phi(s) w + c with phi the values themselves, w = 1, c = 0."""
     x = answer.inputs
     critic = LinearCritic(np.array(x["values"])[:, None], np.array(x["next_values"])[:, None], np.array([1.0]), 0.0)
-    return critic, x["logp"], x["rewards"], x["terminated"], x["gamma"]
+    return critic, x["logp"], x["rewards"], x["terminated"], x["gamma"], x["truncated"]
 
 
 A3_CRITIC, TERMINAL_CRITIC = known_critic(A3), known_critic(TERMINAL)
@@ -445,8 +481,8 @@ def critic_semi_gradient(ctx):
     """d critic / d values = -2 f s delta, nothing into next_values or logp; the critic's bias gradient is -2 f mean(delta)."""
     f = critic_factor(ctx)
 
-    def verify(critic: LinearCritic, logp, rewards, terminated, gamma):
-        case, call, grads = run_actor_critic(ctx, critic.transitions(logp, rewards, terminated, gamma), "critic")
+    def verify(critic: LinearCritic, logp, rewards, terminated, gamma, truncated):
+        case, call, grads = run_actor_critic(ctx, critic.transitions(logp, rewards, terminated, gamma, truncated), "critic")
         u, T = call.unit_roundoff, len(case.logp)
         s = reduction_scale(ctx, T)
         delta, m = case.delta, case.m

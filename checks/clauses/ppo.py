@@ -10,35 +10,35 @@ form, and ppo_update's normalisation scope and KL stop) are the contract's (spec
 each clause checks the declared value exactly.
 
 ``ppo_update``'s protocol. The suite hands the candidate what a collector would have produced,
-built so that every property is observable from outside:
+built so that every property is observable from outside, and watches what the update does to it
+(``rlspec.checks.recording``; docs/adapting-real-code.md is the contract for adapter authors):
 
-* ``policy``: a torch module (:class:`rlspec.reference.ppo.LinearActorCritic`) on one-hot
-  observations, one state per sample, so each sample's log-probability depends on its own
-  parameters only, bit for bit, whatever minibatch it is evaluated in. ``policy(obs) -> (dist,
-  values)`` (CleanRL style) and ``policy.evaluate_actions(obs, actions) -> (values,
-  log_prob, entropy)`` (SB3's method and order).
-* ``optimizer``: plain SGD over ``policy.parameters()`` (:class:`RecordingSGD`: ``param_groups``,
-  ``zero_grad()``, ``step()`` like a ``torch.optim`` optimizer) that records the gradient it receives
-  and the parameters it produces at every ``step()``. The candidate takes exactly one step per
-  minibatch with it; the suite then knows the whole parameter path without trusting diagnostics.
+* ``policy``: a torch module (:class:`rlspec.checks.recording.ObservedActorCritic`, the reference's
+  ``LinearActorCritic``) on one-hot observations, one state per sample, so each sample's
+  log-probability depends on its own parameters only, bit for bit, whatever minibatch it is evaluated
+  in, and each forward's rows are read off its input. ``policy(obs) -> (dist, values)`` (CleanRL style)
+  and ``policy.evaluate_actions(obs, actions) -> (values, log_prob, entropy)`` (SB3's method and order).
+* ``optimizer``: plain SGD in two parameter groups, the actor's and the critic's
+  (:class:`RecordingSGD`, with ``torch.optim``'s surface), recording at every ``step()`` the gradient
+  it receives (after the candidate's clipping) and the parameters before and after. With the forwards
+  that fed each step, the suite knows every step's minibatch and the whole parameter path.
 * ``obs, actions, logp_old, advantages, returns, values_old``: the stored rollout (N samples).
   ``logp_old`` is the policy's own log-probability (or that minus a known offset), ``values_old``
-  its own values, so a candidate that clips its value loss sees no clip at the first step.
+  its own values plus noise (an older critic's), so a clipped value loss clips from the first step.
 * ``config``: ``clip_eps, epochs, minibatch_size, vf_coef, ent_coef, max_grad_norm, target_kl``
-  (None: never stop), ``normalize_advantages`` and ``seed`` (for the candidate's shuffle).
+  (None: never stop), ``normalize_advantages``, ``value_clip_eps`` (None: no value clipping) and
+  ``seed`` (the candidate's shuffle; the global generators are seeded from it for the call).
 
-It returns a dict: ``ratios`` and ``indices`` (the first minibatch's ratios, computed before any
-step, and their positions in the batch), ``approx_kl`` (every value its stop rule compared with
-target_kl, in order) and ``epochs`` (epochs in which it took at least one step). An adapter for
-CleanRL-style code returns ``mb_inds`` and ``ratio`` from its first pass; SB3's ``train()`` has the
-same quantities inline.
+The update may return nothing. Where it returns the protocol's dict (``ratios`` and ``indices`` of
+the first minibatch before any step, ``approx_kl``: every value its stop rule compared, ``epochs``),
+those are checked against the recording too.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,13 +49,14 @@ from ..clipping import (
     ClipRange, clip_gradient_tolerance, clip_loss_tolerance, clip_objective, log_derivative_bounds, ratio_relative_error,
 )
 from ..gradients import leaf_gradient
-from ..protocol import CandidateError, captured_output, describe
+from ..protocol import CandidateError, NotProvided, captured_output, describe
+from ..recording import ObservedActorCritic, Recording, RecordingSGD
 from .. import standardise
 from ..registry import check
 from ..strategies import ppo as draws
 from ..strategies import normal_floats, rounded
-from ..tolerances import TINY, smallest_normal
-from ...reference import ppo as ref
+from ..tolerances import TINY, U64, smallest_normal
+from ...reference.ppo import LinearActorCritic
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -615,57 +616,23 @@ def entropy_bonus_sign(ctx):
 
 
 # ---------------------------------------------------------------------------------------------
-# ppo_update: the suite's policy, optimizer and batch
-
-
-class RecordingSGD:
-    """Plain SGD, p <- p - lr grad, that records at every ``step()`` the gradients it was given and
-    the parameters it produced.
-
-    It has the parts of ``torch.optim.Optimizer`` an update loop uses (``param_groups``,
-    ``zero_grad``, ``step``) without being one: the first ``torch.optim`` optimizer built in a
-    process imports TorchDynamo, about 4 s here, more than this whole chapter's checks.
-    """
-
-    def __init__(self, named_params, lr):
-        named = list(named_params)
-        self.names = [name for name, _ in named]
-        self.param_groups = [{"params": [p for _, p in named], "lr": float(lr)}]
-        self.state: dict = {}
-        self.grads: list[dict[str, np.ndarray]] = []
-        self.snapshots: list[dict[str, np.ndarray]] = [self._record(p for p in self.param_groups[0]["params"])]
-
-    def _record(self, tensors):
-        return {name: (None if t is None else t.detach().cpu().double().numpy().copy()) for name, t in zip(self.names, tensors)}
-
-    def zero_grad(self, set_to_none: bool = True):
-        for p in self.param_groups[0]["params"]:
-            if p.grad is not None:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.detach_().zero_()
-
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        params = self.param_groups[0]["params"]
-        self.grads.append(self._record(p.grad for p in params))
-        with torch.no_grad():
-            for p in params:
-                if p.grad is not None:
-                    p.add_(p.grad, alpha=-self.param_groups[0]["lr"])
-        self.snapshots.append(self._record(params))
-        return loss
-
-    @property
-    def steps(self) -> int:
-        return len(self.grads)
+# ppo_update: the suite's policy, optimizer and batch, and what the update did to them
+#
+# The candidate receives the suite's module and optimizer (rlspec.checks.recording) and is watched,
+# not asked: every forward (the rows it saw), every step (the gradient it applied, the parameters
+# before and after). From the recording the suite knows each step's minibatch and recomputes, in
+# float64 at the parameters of that moment, the gradient the declared loss gives on those rows.
+# Diagnostics the candidate returns (today's dict: ratios, indices, approx_kl, epochs) are optional;
+# where given they are checked too.
 
 
 ACTION_DIM = {"categorical": 3, "gaussian": 2}
+ACTOR_PARAMETERS = ("actor.weight", "log_std")
+
+
+def parameter_groups(kind: str) -> list[list[str]]:
+    """The suite optimizer's groups: the actor's and the critic's (one global gradient norm spans both)."""
+    return [["actor.weight", "log_std"] if kind == "gaussian" else ["actor.weight"], ["critic.weight"]]
 
 
 @dataclass(frozen=True)
@@ -674,6 +641,8 @@ class UpdateCase:
 
     ``offset`` d: the stored logp_old is log pi(a|s) - d (a stale behaviour policy); empty means the
     policy's own log-probabilities, as a collector stores them. ``positive`` draws advantages > 0.
+    ``value_spread``: the stored values_old are the policy's values plus N(0, spread^2) noise, drawn last
+    (a collector's values from an older critic), so a clipped value loss clips from the first step.
     """
 
     kind: str = "categorical"
@@ -682,12 +651,13 @@ class UpdateCase:
     lr: float = 0.5
     offset: tuple = ()
     positive: bool = False
+    value_spread: float = 0.5
 
     def build(self, dtype):
         """(policy, optimizer, batch tensors) in ``dtype``, as the candidate receives them."""
         tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
         g = torch.Generator().manual_seed(self.seed)
-        policy = ref.LinearActorCritic(self.n, ACTION_DIM[self.kind], self.kind)
+        policy = ObservedActorCritic(self.n, ACTION_DIM[self.kind], self.kind)
         with torch.no_grad():
             policy.actor.weight.copy_(torch.randn(policy.actor.weight.shape, generator=g, dtype=torch.float64))
             policy.critic.weight.copy_(torch.randn(policy.critic.weight.shape, generator=g, dtype=torch.float64))
@@ -707,15 +677,18 @@ class UpdateCase:
             if self.positive:
                 advantages = advantages.abs() + 0.2
             returns = values.double() + torch.randn(self.n, generator=g, dtype=torch.float64)
+            stale = self.value_spread * torch.randn(self.n, generator=g, dtype=torch.float64)
         batch = {
             "obs": obs,
             "actions": actions,
             "logp_old": (logp.double() - offset).to(tdtype),
             "advantages": advantages.to(tdtype),
             "returns": returns.to(tdtype),
-            "values_old": values.detach().clone(),
+            "values_old": (values.double() + stale).to(tdtype),
         }
-        return policy, RecordingSGD(policy.named_parameters(), self.lr), batch
+        recording = Recording([name for name, _ in policy.named_parameters()])
+        optimizer = RecordingSGD(policy.named_parameters(), self.lr, groups=parameter_groups(self.kind), recording=recording)
+        return policy.observe(recording), optimizer, batch
 
     def arguments(self, dtype="float64", config=None) -> dict[str, Any]:
         """Keyword arguments for ``ppo_update`` (a fresh policy and optimizer each time)."""
@@ -724,23 +697,38 @@ class UpdateCase:
 
 
 BASE_CONFIG = {"clip_eps": 0.2, "epochs": 1, "minibatch_size": 8, "vf_coef": 0.5, "ent_coef": 0.0,
-               "max_grad_norm": 1e6, "target_kl": None, "normalize_advantages": True, "seed": 0}
+               "max_grad_norm": 1e6, "target_kl": None, "normalize_advantages": True, "value_clip_eps": None, "seed": 0}
 
 
 @dataclass
 class UpdateRun:
-    """One ppo_update call: its inputs (float64 copies), the optimizer's record and the diagnostics."""
+    """One ppo_update call: its inputs (float64 copies), the recording, and the diagnostics if it returned any."""
 
     case: UpdateCase
     config: dict
     optimizer: RecordingSGD
     batch: dict  # float64 numpy copies of what the candidate received
-    ratios: np.ndarray
-    indices: np.ndarray
-    approx_kl: np.ndarray
-    epochs: int
+    ratios: np.ndarray | None  # the optional diagnostics (None where not returned)
+    indices: np.ndarray | None
+    approx_kl: np.ndarray | None
+    epochs: int | None
     code: str
     u: float
+
+    @property
+    def recording(self) -> Recording:
+        return self.optimizer.recording
+
+    @property
+    def steps(self) -> int:
+        return self.optimizer.steps
+
+    def rows(self, k: int) -> np.ndarray:
+        return self.recording.step_rows(k)
+
+    def params(self, k: int) -> dict:
+        """The parameters step ``k`` was taken at (those the candidate had when it applied that gradient)."""
+        return self.recording.steps[k].before
 
     def terms(self, step: int, indices=None):
         """(logp, magnitude) of the suite's module at the parameters after ``step`` optimizer steps."""
@@ -779,6 +767,51 @@ def _as_array(value, name, *, integer=False) -> np.ndarray:
     return array
 
 
+def _diagnostics(result, n: int) -> tuple:
+    """(ratios, indices, approx_kl, epochs) from what ppo_update returned: real update loops return nothing
+    (or their own logs), so only a dict's protocol keys are read, each validated where present."""
+    if not isinstance(result, dict):
+        return None, None, None, None
+    ratios = indices = approx_kl = epochs = None
+    if "ratios" in result or "indices" in result:
+        if "ratios" not in result or "indices" not in result:
+            raise CandidateError("ppo_update's diagnostics lack " + ("indices" if "ratios" in result else "ratios")
+                                 + " (ratios and indices come together)")
+        ratios = _as_array(result["ratios"], "ratios")
+        indices = _as_array(result["indices"], "indices", integer=True).astype(np.int64)
+        if len(ratios) != len(indices) or len(ratios) == 0:
+            raise CandidateError(f"ppo_update returned {len(ratios)} ratios and {len(indices)} indices; expected the same number > 0")
+        if len(set(indices.tolist())) != len(indices) or indices.min() < 0 or indices.max() >= n:
+            raise CandidateError(f"ppo_update's indices {indices.tolist()} are not distinct positions in a batch of {n}")
+    if "approx_kl" in result and result["approx_kl"] is not None and np.size(result["approx_kl"]):
+        approx_kl = _as_array(result["approx_kl"], "approx_kl")
+    if "epochs" in result and result["epochs"] is not None:
+        try:
+            epochs = int(result["epochs"])
+        except (TypeError, ValueError):
+            raise CandidateError(f"ppo_update's epochs is {describe(result['epochs'])}; expected an int") from None
+    return ratios, indices, approx_kl, epochs
+
+
+def _seeded_globals(seed: int):
+    """Seed torch's, numpy's and Python's global generators from the config's seed (an update loop that
+    shuffles with ``torch.randperm`` or ``np.random.permutation`` gets the same order on every run, so a
+    verdict depends on the seed alone); returns a function restoring them."""
+    import random
+
+    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+    def restore():
+        torch.set_rng_state(saved[0])
+        np.random.set_state(saved[1])
+        random.setstate(saved[2])
+
+    return restore
+
+
 def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
     """Run the candidate's ppo_update on ``case``; unusable behaviour raises CandidateError."""
     config = {**BASE_CONFIG, **config}
@@ -787,19 +820,21 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
     shown = ", ".join(f"{k}={v!r}" for k, v in vars(case).items() if v != getattr(UpdateCase, k))
     code = (f"ppo_update(**UpdateCase({shown}).arguments({np.dtype(ctx.dtype).name!r}, config={config!r})) "
             f"with UpdateCase from rlspec.checks.clauses.ppo")
-    rng, grad_mode, default_dtype = torch.get_rng_state(), torch.is_grad_enabled(), torch.get_default_dtype()
+    grad_mode, default_dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     with warnings.catch_warnings(), captured_output(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
+        restore = _seeded_globals(int(config["seed"]))
         try:
             result = ctx.candidate.operations["ppo_update"](policy=policy, optimizer=optimizer, **batch, config=dict(config))
         except (KeyboardInterrupt, MemoryError):
             raise
         except BaseException as exc:  # a candidate cannot stop the suite
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CandidateError(f"ppo_update raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
+            raise CandidateError(f"ppo_update raised {type(exc).__name__}" + (f": {message}" if message else "")
+                                 + nonfinite_note(optimizer.recording)) from None
         finally:
             changed = torch.is_grad_enabled() != grad_mode or torch.get_default_dtype() != default_dtype
-            torch.set_rng_state(rng)
+            restore()
             torch.set_grad_enabled(grad_mode)
             torch.set_default_dtype(default_dtype)
     if changed:
@@ -807,181 +842,134 @@ def call_update(ctx, case: UpdateCase, config: dict) -> UpdateRun:
     for name, value in batch.items():
         if not torch.equal(value, before[name]):
             raise CandidateError(f"ppo_update mutated its input `{name}` in place")
-    if not isinstance(result, dict):
-        raise CandidateError(f"ppo_update returned {describe(result)}; expected a dict with ratios, indices, approx_kl, epochs")
-    missing = [k for k in ("ratios", "indices", "approx_kl", "epochs") if k not in result]
-    if missing:
-        raise CandidateError(f"ppo_update's diagnostics lack {', '.join(missing)}")
-    ratios = _as_array(result["ratios"], "ratios")
-    indices = _as_array(result["indices"], "indices", integer=True).astype(np.int64)
-    approx_kl = _as_array(result["approx_kl"], "approx_kl") if np.size(result["approx_kl"]) else np.zeros(0)
-    if len(ratios) != len(indices) or len(ratios) == 0:
-        raise CandidateError(f"ppo_update returned {len(ratios)} ratios and {len(indices)} indices; expected the same number > 0")
-    if len(set(indices.tolist())) != len(indices) or indices.min() < 0 or indices.max() >= case.n:
-        raise CandidateError(f"ppo_update's indices {indices.tolist()} are not distinct positions in a batch of {case.n}")
+    ratios, indices, approx_kl, epochs = _diagnostics(result, case.n)
+    recording = optimizer.recording
     if optimizer.steps == 0:
         raise CandidateError("ppo_update took no step with the optimizer it was given")
-    try:
-        epochs = int(result["epochs"])
-    except (TypeError, ValueError):
-        raise CandidateError(f"ppo_update's epochs is {describe(result['epochs'])}; expected an int") from None
-    declared = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}.get(ctx.candidate.precision or "", 0.0)
+    for step in recording.steps:
+        empty = all(g is None or not np.any(g) for g in step.grads.values())
+        if not step.forwards and not empty:
+            raise CandidateError(f"ppo_update's optimizer step {step.index} applied a gradient that no forward of the policy it "
+                                 "was given produced (a copy of the module, or gradients written by hand?)")
+        if recording.step_rows(step.index) is None:
+            raise CandidateError(f"ppo_update's policy saw observations that are not rows of the batch's obs (before step "
+                                 f"{step.index}); the update must evaluate the stored observations")
+    declared = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}.get(ctx.candidate.precision_of("ppo_update") or "", 0.0)
     u = max(float(np.finfo(ctx.dtype).eps) / 2, declared)  # the precision the candidate computes in
     batch64 = {k: v.detach().cpu().double().numpy() if v.is_floating_point() else v.numpy() for k, v in batch.items()}
     return UpdateRun(case, config, optimizer, batch64, ratios, indices, approx_kl, epochs, code, u)
 
 
+def nonfinite_note(recording: Recording) -> str:
+    """Where a recorded step first made a parameter non-finite (what an exception that follows is often about)."""
+    for step in recording.steps:
+        bad = [n for n, v in step.after.items() if v is not None and not np.all(np.isfinite(v))]
+        if bad:
+            rows = recording.step_rows(step.index)
+            size = "?" if rows is None else len(rows)
+            return (f" (before it, optimizer step {step.index} on a minibatch of {size} sample{'s' if size != 1 else ''} made "
+                    f"{', '.join(bad)} non-finite" + (": a one-sample minibatch normalised with the unbiased std is 0/0 = NaN)"
+                                                       if size == 1 else ")"))
+    return ""
+
+
+def check_finite_parameters(run: UpdateRun) -> None:
+    """After the whole update every parameter is finite (the input was): a one-sample minibatch normalised
+    with the unbiased std is 0/0, and an update can return normally with every parameter NaN."""
+    final = run.recording.steps[-1].after
+    for k, step in enumerate(run.recording.steps):
+        if any(v is not None and not np.all(np.isfinite(v)) for v in step.after.values()):
+            rows = run.rows(k)
+            raise CandidateError(
+                f"ppo_update left non-finite parameters: step {k} (minibatch rows {rows.tolist()}) made "
+                + ", ".join(n for n, v in step.after.items() if v is not None and not np.all(np.isfinite(v)))
+                + f" non-finite, and {sum(not np.all(np.isfinite(v)) for v in final.values())} of {len(final)} parameters are "
+                "so after the update" + (" (a one-sample minibatch: its unbiased std is 0/0 = NaN)" if len(rows) == 1 else ""))
+
+
 # ---------------------------------------------------------------------------------------------
-# ppo_update checks
+# the update's declared conventions
 
 
-def check_first_ratios(run: UpdateRun, *, what: str, cause: str):
-    """The reported first-minibatch ratios equal exp(log pi_theta0 - stored logp_old) at their indices.
-
-    The candidate's log pi is computed by the same module (bit-identical per row) or by its own
-    formula from the same parameters: within 8 u of the magnitudes it is computed from; the
-    stored value is exact; the subtraction and exp add 4 u relative.
-    """
-    logp, magnitude = run.terms(0, run.indices)
-    stored = run.batch["logp_old"][run.indices]
-    expected = np.exp(logp - stored)
-    tol = expected * (8 * run.u * (magnitude + np.abs(stored)) + 4 * run.u) + TINY
-    assert_close(run.ratios, expected, tol, what=what, call=run.code, cause=cause)
+def families(ctx) -> tuple[str, ...]:
+    """The policy families the candidate's ppo_update supports (``ppo_update_policy_families``)."""
+    return ctx.provided("ppo_update_policy_families")
 
 
-@check("PPO-UPDATE-FIRST-RATIOS-ONE")
-def update_first_ratios_one(ctx):
-    """logp_old = the policy's own log-probabilities: the first minibatch's ratios are 1 (categorical and Gaussian)."""
-    cause = ("the learner's log pi differs from the stored one: minibatch rows misaligned with logp_old, or the "
-             "Gaussian log-prob averaged instead of summed over action dimensions")
-
-    def verify(case, minibatch_size, seed):
-        run = call_update(ctx, case, {"minibatch_size": minibatch_size, "seed": seed})
-        check_first_ratios(run, what="first-minibatch ratios with logp_old stored at collection (expected 1)", cause=cause)
-
-    verify(UpdateCase("categorical", n=8, seed=1), 4, 0)
-    verify(UpdateCase("gaussian", n=8, seed=2), 3, 1)
-    ctx.property(draws.first_ratio_cases(), lambda d: verify(UpdateCase(d[0], n=d[1], seed=d[2]), max(1, d[1] // 2), d[3]), label="drawn",
-                 tier="enumeration")
+def of_families(ctx, cases):
+    """The cases of a declared family (a Categorical-only update is judged on Categorical batches only)."""
+    kinds = families(ctx)
+    return [c for c in cases if c[0].kind in kinds]
 
 
-OFFSETS = draws.OFFSETS  # d_i: distinct, never 0
+def drawn_kinds(ctx) -> list[str]:
+    return list(families(ctx))
 
 
-@check("PPO-UPDATE-STORED-LOGP-OLD")
-def update_stored_logp_old(ctx):
-    """logp_old = log pi - d: the first ratios must be exp(d) per sample; 1 means log pi_old was recomputed."""
-
-    def verify(case, minibatch_size, seed):
-        run = call_update(ctx, case, {"minibatch_size": minibatch_size, "seed": seed})
-        ones = np.all(np.abs(run.ratios - 1) <= 1e-6)
-        check_first_ratios(run, what="first-minibatch ratios with stored logp_old = log pi - d (expected exp(d))",
-                           cause="log pi_old is recomputed from the current network (per minibatch or at the start of the "
-                           "update): the ratio is 1 and the clip never acts" if ones
-                           else "the ratios are not taken against the stored logp_old of the same samples")
-
-    verify(UpdateCase("categorical", n=8, seed=3, offset=OFFSETS), 4, 0)
-    verify(UpdateCase("gaussian", n=8, seed=4, offset=OFFSETS), 8, 1)
-    ctx.property(draws.stale_cases(), lambda d: verify(UpdateCase(d[0], n=len(d[1]), seed=d[2], offset=tuple(d[1])), max(1, len(d[1]) // 2), d[2]),
-                 label="drawn", tier="enumeration")
+def normalises(ctx, config: dict) -> bool:
+    """Whether the update normalises its advantages: as config says, or always (declared: no switch)."""
+    if ctx.convention("advantage_normalization_switch") == "always":
+        ctx.note("judged with normalize_advantages True only: the candidate normalises always (advantage_normalization_switch)")
+        return True
+    return bool(config["normalize_advantages"])
 
 
-def k3(x):
-    return np.expm1(x) - x
+def value_clip_of(ctx, config: dict) -> float | None:
+    """The eps the update clips its value loss with (None: no value clipping), as declared."""
+    mode = ctx.convention("value_clipping")
+    if mode == "clip_eps":
+        return float(config["clip_eps"])
+    if mode == "none":
+        return None
+    return None if config.get("value_clip_eps") is None else float(config["value_clip_eps"])
 
 
-def kl_and_tolerance(run: UpdateRun, step: int) -> tuple[float, float]:
-    """Exact k3 = mean(expm1(x) - x), x = log pi_theta_step - logp_old over the batch, and a bound on
-    a candidate's value of it. x_i is off by e_i <= 8 u (magnitude_i + |logp_old_i|) (the
-    candidate's own evaluation in its precision), so each term by <= |expm1(x_i)| e_i + 4 u
-    (|expm1(x_i)| + |x_i|); the mean adds n u times the mean term. Doubled for the oracle."""
-    logp, magnitude = run.terms(step)
-    stored = run.batch["logp_old"]
-    x = logp - stored
-    e = 8 * run.u * (magnitude + np.abs(stored))
-    terms = np.abs(np.expm1(x)) * e + 4 * run.u * (np.abs(np.expm1(x)) + np.abs(x))
-    return float(np.mean(k3(x))), 2 * float(np.mean(terms) + len(x) * run.u * np.mean(k3(x))) + TINY
+def minibatch_sizes(remainder: str, n: int, size: int) -> list[int]:
+    """The sizes of one epoch's minibatches when ``size`` does not divide ``n``: the remainder a last, smaller
+    minibatch (``kept``), dropped (``dropped``), or joined to the last full one (``merged``: Tianshou's
+    ``Batch.split(size, merge_last=True)``)."""
+    full, rest = divmod(n, size)
+    if remainder == "kept":
+        return [size] * full + ([rest] if rest else [])
+    if remainder == "dropped":
+        return [size] * full
+    return [size] * (full - 1) + [size + rest] if full else [n]
 
 
-KL_EPOCHS = 8
-KL_LR = {"categorical": 0.5, "gaussian": 0.02}  # KL grows about quadratically over the 8 steps
+def minibatches_per_epoch(ctx, n: int, size: int) -> int:
+    return len(minibatch_sizes(ctx.convention("minibatch_remainder"), n, size))
 
 
-def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2):
-    """One minibatch per epoch, so the 'last minibatch' and 'epoch mean' statistics coincide.
-
-    A free run (target_kl None) gives the candidate's own parameter path theta_0..theta_E and the
-    exact KL_k at each. A threshold between KL_j and KL_{j+1} (j = ``step_at``, or the next j with a
-    clear gap) must then stop the update at the step the declared rule implies: after epoch j + 1
-    ("epoch": j + 2 steps) or before step j + 1 ("minibatch": j + 1 steps).
-    """
-    conv = conventions(ctx)
-    # clip_eps 10: with positive advantages every ratio grows, and a clip at 1.2 would freeze the
-    # policy (and its KL) after a step or two; the stop rule does not depend on the clip.
-    config = {"epochs": KL_EPOCHS, "minibatch_size": case.n, "normalize_advantages": False, "seed": seed, "clip_eps": 10.0}
-    free = call_update(ctx, case, {**config, "target_kl": None})
-    if free.optimizer.steps != KL_EPOCHS:
-        raise ClauseFailure(
-            f"with target_kl None and {KL_EPOCHS} epochs of one minibatch, ppo_update took {free.optimizer.steps} optimizer steps; "
-            f"expected {KL_EPOCHS}", call=free.code, cause="the update stops early without a KL target, or steps more than once per minibatch")
-    kl = np.array([kl_and_tolerance(free, k)[0] for k in range(KL_EPOCHS + 1)])
-    gaps = [j for j in range(step_at, KL_EPOCHS - 1) if kl[j + 1] > 1.5 * max(kl[: j + 1]) and kl[j + 1] > 1e-6]
-    if not gaps:
-        if kl[-1] <= 1e-12:
-            raise ClauseFailure(f"{KL_EPOCHS} steps did not move the policy: exact KL(old || new) after them is {kl[-1]:.3g}",
-                                call=free.code, cause="the update does not change the policy")
-        return  # a drawn case whose KL does not grow clearly enough to place a threshold
-    j = gaps[0]
-    threshold = math.sqrt(max(kl[: j + 1]) * kl[j + 1])  # the rule compares KL with factor * target_kl
-    target = threshold / conv.kl_stop_factor if conv.kl_stop_factor > 0 else threshold
-    run = call_update(ctx, case, {**config, "target_kl": target})
-    expected_steps = j + 2 if conv.kl_stop == "epoch" else j + 1
-    where = "after the epoch whose KL exceeds it" if conv.kl_stop == "epoch" else "before the step whose KL exceeds it"
-    if run.optimizer.steps != expected_steps:
-        path = ", ".join(f"{v:.4g}" for v in kl[: j + 3])
-        reported = ", ".join(f"{v:.4g}" for v in run.approx_kl[:8])
-        k1_like = len(run.approx_kl) > 0 and bool(np.all(run.approx_kl <= 0))
-        raise ClauseFailure(
-            f"with target_kl = {target:.4g} (x factor {conv.kl_stop_factor}) ppo_update took {run.optimizer.steps} optimizer "
-            f"steps; expected {expected_steps}: it must stop {where} (kl_stop {conv.kl_stop!r}). Exact k3 KL(old || new) "
-            f"before steps 0, 1, ...: {path}; the candidate reported approx_kl {reported or 'nothing'}",
-            call=run.code,
-            cause="approx_kl is k1 = mean(-log r), which is <= 0 when the sampled actions gained probability" if k1_like
-            else "target_kl is not read, or the KL is compared at another time than the declared kl_stop",
-        )
-    if len(run.approx_kl) != j + 2:
-        raise ClauseFailure(f"ppo_update reported {len(run.approx_kl)} approx_kl values; its stop rule made {j + 2} comparisons "
-                            f"(one per check up to and including the one that stopped it)", call=run.code,
-                            cause="approx_kl must list every value the stop rule compared with target_kl")
-    exact, tol = zip(*(kl_and_tolerance(run, k) for k in range(j + 2)))
-    assert_close(run.approx_kl, exact, tol, what="reported approx_kl vs k3 = mean(r - 1 - log r) before each check",
-                 call=run.code, cause="approx_kl is not the k3 estimate of KL(old || new), measured before the step",
-                 diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) else "")
-    if run.epochs != expected_steps:
-        raise ClauseFailure(f"ppo_update reported epochs = {run.epochs}; it took a step in {expected_steps} epochs",
-                            call=run.code, cause="epochs must count the epochs in which the update took a step")
+# ---------------------------------------------------------------------------------------------
+# the gradient each step must apply
+#
+# tolerances. Per sample j of the step's minibatch (B samples), at the parameters theta_k:
+#   the candidate's log-ratio x_j = log pi - logp_old_j is within e_j = 8 u (magnitude_j + |logp_old_j|)
+#   (its own evaluation of log pi in its precision, ``module_terms``), so its ratio is off by
+#   rho_j = e_j + 4 u relative (the exp); every other factor of the per-sample term -(1/B) A_j r_j
+#   d log pi_j / d p (the score through the softmax or the Gaussian log-density, the product with the
+#   advantage and the coefficients, the 1/B, summing the B samples) adds at most B + 16 roundings on
+#   the magnitudes |A_j| r_j |score_j|, ent_coef |d H_j / d p| and vf_coef k |d (V_j - R_j)^2 / d p|
+#   (``contribution_magnitudes``). The normalised advantage is off by dA_j (``normalisation_tolerance``),
+#   which moves the policy term by dA_j r_j |score_j| / B. Where the candidate's rounding can put a
+#   sample on the other side of a kink (r_j within 2 rho_j of 1 - eps or 1 + eps; a value within
+#   rounding of V_old +- eps, or the two squared errors within rounding of each other), either branch
+#   is a subgradient: that sample's whole term is allowed. The float64 oracle is as accurate again:
+#   every rounding term is doubled. An entry of a state the minibatch does not hold is exactly 0 (its one-hot
+#   coordinate multiplies every term by 0), so its tolerance is 0 (TINY): a nonzero there is another step's. The global-norm clip's coefficient c / (||g|| + delta), delta in
+#   [0, 1e-6] (torch's clip_grad_norm_ adds 1e-6), moves by <= coefficient (delta + ||dg|| + P u ||g||) / ||g||.
 
 
-@check("PPO-UPDATE-KL-EARLY-STOP")
-def update_kl_early_stop(ctx):
-    """Positive advantages (k1 goes negative while k3 grows): stop exactly where the declared rule says."""
-    check_kl_stop(ctx, UpdateCase("categorical", n=6, seed=5, lr=KL_LR["categorical"], positive=True), seed=0)
-    ctx.property(draws.kl_stop_cases(), lambda d: check_kl_stop(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=KL_LR[d[0]], positive=True),
-                                                seed=d[2], step_at=d[3]),
-                 label="drawn", tier="kl-stop")
-
-
-def contribution_magnitudes(run: UpdateRun, i: int) -> tuple[dict, dict, dict]:
-    """For sample i (state i) at theta_0, per parameter: the magnitudes its score d log pi / d p, its
-    entropy gradient and its value-loss gradient d (V - R)^2 / d p are computed from (absolute
-    values of the terms before any cancellation), in closed form for the suite's linear module."""
-    params = run.optimizer.snapshots[0]
+def contribution_magnitudes(kind: str, params: dict, action, i: int, returns_i: float, value_extra: float = 0.0):
+    """For the sample in state i at ``params``, per parameter: the magnitudes its score d log pi / d p, its
+    entropy gradient and its value-loss gradient d (V - R)^2 / d p are computed from (absolute values of
+    the terms before any cancellation), in closed form for the suite's linear module. ``value_extra``:
+    |V_old| + eps where the value loss is clipped."""
     score = {k: np.zeros_like(v) for k, v in params.items()}
     entropy = {k: np.zeros_like(v) for k, v in params.items()}
     value = {k: np.zeros_like(v) for k, v in params.items()}
     w = params["actor.weight"][:, i]
-    action = run.batch["actions"][i]
-    if run.case.kind == "categorical":
+    if kind == "categorical":
         pi = np.exp(w - w.max())
         pi /= pi.sum()
         taken = np.zeros_like(pi)
@@ -997,110 +985,685 @@ def contribution_magnitudes(run: UpdateRun, i: int) -> tuple[dict, dict, dict]:
         score["log_std"] += z**2 + 1  # z^2 - 1
         entropy["log_std"] += 1.0  # d H / d log sigma = 1
     v = params["critic.weight"][0, i]
-    value["critic.weight"][0, i] = 2 * (abs(v) + abs(run.batch["returns"][i]))  # 2 (V - R)
+    value["critic.weight"][0, i] = 2 * (abs(v) + abs(returns_i) + value_extra)  # 2 (V - R)
     return score, entropy, value
 
 
-def expected_first_gradient(run: UpdateRun, conv: Conventions):
-    """The gradient of the stated loss on the candidate's first minibatch at theta_0 (float64),
-    scaled by the global-norm clip, and a per-parameter tolerance.
+@dataclass
+class StepLoss:
+    """What the declared loss is made of on one step (float64, the step's rows in the recorded order)."""
 
-    Tolerance, first order in u (the candidate's precision). Each per-sample contribution to a
-    parameter's gradient passes through at most 16 roundings (the log-density or softmax, the
-    ratio, the product with the advantage, the coefficients, the 1/B), and summing the B samples
-    of the minibatch adds B - 1 more, all relative to the magnitudes the terms are computed from:
-    (B + 16) u M_p with M_p = sum_i (|A_i| r_i score_i + ent_coef entropy_i + vf_coef k value_i) / B
-    (``contribution_magnitudes``). The normalised advantage is off by dA_i
-    (``normalisation_tolerance``), which moves the policy term by dA_i score_i / B. The clip
-    coefficient c / (||g|| + delta), delta in [0, 1e-6] (torch's clip_grad_norm_ adds 1e-6), moves
-    by <= coefficient (delta + ||dg|| + P u ||g||) / ||g|| for P parameters.
-    """
-    cfg, idx = run.config, run.indices
-    B = len(idx)
+    advantages: np.ndarray  # (B,) after the declared normalisation
+    advantage_tol: np.ndarray  # (B,) its rounding bound
+    logp_old: np.ndarray  # (B,)
+    values_old: np.ndarray  # (B,)
+    value_clip: float | None
+    clip: str = "global"  # how the gradient is clipped: "global" (the clause), "group" or "none" (diagnoses)
+
+
+def declared_advantages(run: UpdateRun, rows: np.ndarray, conv: Conventions, normalise: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The advantages the declared normalisation gives the step's rows, with their tolerance. A one-sample
+    minibatch normalised on its own has no spread: the contract's rule (normalize_advantages' degenerate
+    case) gives 0, and the guard real updates use (SB3, CleanRL: normalise only when the minibatch has more
+    than one sample) leaves it raw; both are finite and both are accepted. NaN is not."""
     A_all = run.batch["advantages"]
-    adv_tol = np.zeros(B)
-    if cfg["normalize_advantages"]:
-        batch_scope = conv.advantage_normalization == "batch"
-        scope = A_all if batch_scope else A_all[idx]
-        normed, tol_scope = normalised(scope, conv)[0], normalisation_tolerance(scope, conv, run.u)
-        A, adv_tol = (normed[idx], tol_scope[idx]) if batch_scope else (normed, tol_scope)
-    else:
-        A = A_all[idx]
-    policy = ref.LinearActorCritic(run.case.n, ACTION_DIM[run.case.kind], run.case.kind).double()
+    if not normalise:
+        return [(A_all[rows], np.zeros(len(rows)))]
+    if conv.advantage_normalization == "batch":
+        normed, tol = normalised(A_all, conv)[0], normalisation_tolerance(A_all, conv, run.u)
+        return [(normed[rows], tol[rows])]
+    scope = A_all[rows]
+    options = [(normalised(scope, conv)[0], normalisation_tolerance(scope, conv, run.u))]
+    if len(rows) == 1:
+        options.append((scope, np.zeros(1)))
+    return options
+
+
+def step_losses(ctx, run: UpdateRun, k: int, conv: Conventions) -> list[StepLoss]:
+    rows = run.rows(k)
+    value_clip = value_clip_of(ctx, run.config)
+    return [StepLoss(A, tol, run.batch["logp_old"][rows], run.batch["values_old"][rows], value_clip)
+            for A, tol in declared_advantages(run, rows, conv, normalises(ctx, run.config))]
+
+
+def expected_step_gradient(run: UpdateRun, params: dict, rows: np.ndarray, loss: StepLoss, conv: Conventions):
+    """The gradient of the declared loss on ``rows`` at ``params`` (float64), clipped as ``loss.clip`` says,
+    and a per-parameter tolerance (the derivation above). Returns (expected, tolerance, unclipped norm)."""
+    cfg, B, u = run.config, len(rows), run.u
+    kind = run.case.kind
+    policy = LinearActorCritic(run.case.n, ACTION_DIM[kind], kind).double()
     with torch.no_grad():
         for name, p in policy.named_parameters():
-            p.copy_(torch.from_numpy(run.optimizer.snapshots[0][name]))
-    b = {k: torch.from_numpy(v[idx]) for k, v in run.batch.items()}
-    values, logp, entropy = policy.evaluate_actions(b["obs"], b["actions"])
-    ratio = torch.exp(logp - b["logp_old"])
-    A_t = torch.from_numpy(np.asarray(A, dtype=np.float64))
+            p.copy_(torch.from_numpy(params[name]))
+    idx = torch.from_numpy(rows)
+    obs, actions = torch.eye(run.case.n, dtype=torch.float64)[idx], torch.from_numpy(run.batch["actions"])[idx]
+    returns = torch.from_numpy(run.batch["returns"])[idx]
+    values, logp, entropy = policy.evaluate_actions(obs, actions)
+    ratio = torch.exp(logp - torch.from_numpy(loss.logp_old))
+    A = torch.from_numpy(np.asarray(loss.advantages, dtype=np.float64))
     lo, hi = ClipRange(clip_eps_high=conv.clip_eps_high).bounds(cfg["clip_eps"])
     k = conv.value_loss_factor
-    loss = (-torch.min(ratio * A_t, torch.clamp(ratio, lo, hi) * A_t).mean()
-            + cfg["vf_coef"] * k * ((values - b["returns"]) ** 2).mean()
-            - cfg["ent_coef"] * entropy.mean())
-    names = [name for name, _ in policy.named_parameters()]
-    grads = torch.autograd.grad(loss, [p for _, p in policy.named_parameters()], allow_unused=True)
-    total = {n: (np.zeros(p.shape) if g is None else g.numpy()) for (n, p), g in zip(policy.named_parameters(), grads)}
+    plain = (values - returns) ** 2
+    if loss.value_clip is None:
+        value_loss = plain.mean()
+    else:
+        V_old = torch.from_numpy(loss.values_old)
+        clipped = (V_old + torch.clamp(values - V_old, -loss.value_clip, loss.value_clip) - returns) ** 2
+        value_loss = torch.max(plain, clipped).mean()
+    total_loss = (-torch.min(ratio * A, torch.clamp(ratio, lo, hi) * A).mean() + cfg["vf_coef"] * k * value_loss
+                  - cfg["ent_coef"] * entropy.mean())
+    named = list(policy.named_parameters())
+    grads = torch.autograd.grad(total_loss, [p for _, p in named], allow_unused=True)
+    raw = {n: (np.zeros(p.shape) if g is None else g.numpy()) for (n, p), g in zip(named, grads)}
+    names = list(raw)
 
-    magnitude = {n: np.zeros_like(total[n]) for n in names}
-    shift = {n: np.zeros_like(total[n]) for n in names}
-    r = ratio.detach().numpy()
-    for j, i in enumerate(idx.tolist()):
-        score, ent, val = contribution_magnitudes(run, i)
-        weight = abs(float(A[j])) * max(float(r[j]), 1.0)
+    logp_np, magnitude_logp = module_terms(kind, params, run.batch["actions"][rows], rows)
+    r = np.exp(logp_np - loss.logp_old)
+    rho = 8 * u * (magnitude_logp + np.abs(loss.logp_old)) + 4 * u
+    V = values.detach().numpy()
+    R = returns.numpy()
+    rounding = {n: np.zeros_like(raw[n]) for n in names}
+    whole = {n: np.zeros_like(raw[n]) for n in names}  # terms a kink may switch on or off, and the advantage's error
+    for j, i in enumerate(rows.tolist()):
+        extra = 0.0 if loss.value_clip is None else abs(float(loss.values_old[j])) + loss.value_clip
+        score, ent, val = contribution_magnitudes(kind, params, run.batch["actions"][i], i, float(R[j]), extra)
+        A_j, tol_A = abs(float(loss.advantages[j])), float(loss.advantage_tol[j])
+        near_clip = min(abs(r[j] - lo), abs(r[j] - hi)) <= 2 * r[j] * rho[j]
+        value_kink = False
+        if loss.value_clip is not None:
+            move = V[j] - loss.values_old[j]
+            m = abs(V[j]) + abs(R[j]) + abs(loss.values_old[j]) + loss.value_clip
+            clipped_j = (loss.values_old[j] + np.clip(move, -loss.value_clip, loss.value_clip) - R[j]) ** 2
+            value_kink = (abs(abs(move) - loss.value_clip) <= 8 * u * m or abs((V[j] - R[j]) ** 2 - clipped_j) <= 16 * u * m**2)
         for n in names:
-            magnitude[n] += (weight * score[n] + cfg["ent_coef"] * ent[n] + cfg["vf_coef"] * k * val[n]) / B
-            shift[n] += float(adv_tol[j]) * score[n] / B
-    norm = math.sqrt(sum(float(np.sum(g**2)) for g in total.values()))
-    coef = min(1.0, float(cfg["max_grad_norm"]) / norm) if norm > 0 else 1.0
-    elementwise = {n: (B + 16) * run.u * magnitude[n] + shift[n] for n in names}
-    error_norm = math.sqrt(sum(float(np.sum(e**2)) for e in elementwise.values()))
-    P = sum(g.size for g in total.values())
-    coef_tol = coef * (1e-6 + error_norm + P * run.u * norm) / norm if coef < 1.0 else 0.0
-    expected = {n: total[n] * coef for n in names}
-    tolerance = {n: coef * elementwise[n] + coef_tol * np.abs(total[n]) + TINY for n in names}
+            policy_term = A_j * r[j] * score[n]
+            rounding[n] += (policy_term * rho[j] + (B + 16) * u * (policy_term + cfg["ent_coef"] * ent[n]
+                                                                    + cfg["vf_coef"] * k * val[n])) / B
+            whole[n] += 2 * tol_A * r[j] * score[n] / B
+            if near_clip:
+                whole[n] += (policy_term + tol_A * r[j] * score[n]) / B
+            if value_kink:
+                whole[n] += cfg["vf_coef"] * k * val[n] / B
+    norm = math.sqrt(sum(float(np.sum(g**2)) for g in raw.values()))
+    elementwise = {n: 2 * rounding[n] + whole[n] for n in names}
+    max_norm = float(cfg["max_grad_norm"])
+    if loss.clip == "global":
+        coef = {n: min(1.0, max_norm / norm) if norm > 0 else 1.0 for n in names}
+        error_norm = math.sqrt(sum(float(np.sum(e**2)) for e in elementwise.values()))
+        P = sum(g.size for g in raw.values())
+        c = next(iter(coef.values()))
+        coef_tol = {n: c * (1e-6 + error_norm + P * u * norm) / norm if c < 1.0 else 0.0 for n in names}
+    else:  # diagnoses only: a clip per parameter group, or none
+        coef, coef_tol = {}, {}
+        for group in parameter_groups(kind):
+            g_norm = math.sqrt(sum(float(np.sum(raw[n] ** 2)) for n in group))
+            size = sum(raw[n].size for n in group)
+            for n in group:
+                coef[n] = min(1.0, max_norm / g_norm) if loss.clip == "group" and g_norm > 0 else 1.0
+                coef_tol[n] = 4 * coef[n] * (1e-6 + size * u) if coef[n] < 1.0 else 0.0
+    expected = {n: raw[n] * coef[n] for n in names}
+    tolerance = {n: coef[n] * elementwise[n] + coef_tol[n] * np.abs(raw[n]) + TINY for n in names}
     return expected, tolerance, norm
 
 
-def check_first_step(ctx, case: UpdateCase, config: dict, *, what: str):
+def flat(values: dict, names) -> np.ndarray:
+    return np.concatenate([(np.zeros(1) if values[n] is None else np.asarray(values[n], dtype=np.float64)).reshape(-1) for n in names])
+
+
+def step_mismatch(run: UpdateRun, k: int, loss: StepLoss, conv: Conventions, names) -> tuple | None:
+    """None if step k's recorded gradient equals the declared loss's on its rows within tolerance; else
+    (expected, actual, tol, labels, norm) flattened over ``names``."""
+    expected, tolerance, norm = expected_step_gradient(run, run.params(k), run.rows(k), loss, conv)
+    recorded = run.recording.steps[k].grads
+    shapes = {n: expected[n].shape for n in names}
+    actual = np.concatenate([(np.zeros(shapes[n]) if recorded[n] is None else recorded[n]).reshape(-1) for n in names])
+    exp, tol = flat(expected, names), flat(tolerance, names)
+    if np.all(np.abs(actual - exp) <= tol):
+        return None
+    labels = [f"{n}{list(i)}" for n in names for i in np.ndindex(*shapes[n])]
+    return exp, actual, tol, labels, norm
+
+
+def diagnose_step(ctx, run: UpdateRun, k: int, loss: StepLoss, conv: Conventions, names, actual: np.ndarray) -> str:
+    """Which known mistake step k's recorded gradient matches, if any (each alternative recomputed by the
+    same oracle with one thing changed)."""
+    rows = run.rows(k)
+
+    def same(alternative: StepLoss, params=None) -> bool:
+        e, t, _ = expected_step_gradient(run, run.params(k) if params is None else params, rows, alternative, conv)
+        return bool(np.all(np.abs(actual - flat(e, names)) <= 4 * flat(t, names)))
+
+    if not np.all(np.isfinite(actual)):
+        single = len(rows) == 1 and normalises(ctx, run.config) and conv.advantage_normalization == "minibatch"
+        return (f"step {k}'s gradient is non-finite" + (": its minibatch holds one sample, whose unbiased std is 0/0 = NaN (skip "
+                "the normalisation of a one-sample minibatch, or use the contract's guarded form)" if single else ""))
+    if k > 0:  # gradients accumulated: this step's plus the previous step's (unclipped: the sum; clipped: see the clip)
+        e, t, _ = expected_step_gradient(run, run.params(k), rows, replace(loss, clip="none"), conv)
+        previous = flat(run.recording.steps[k - 1].grads, names)
+        summed = flat(e, names) + previous
+        coef = min(1.0, float(run.config["max_grad_norm"]) / max(float(np.linalg.norm(summed)), 1e-300))
+        if np.all(np.abs(actual - coef * summed) <= 4 * flat(t, names) + 1e-6 * np.abs(previous)):
+            return ("the gradient is this step's plus the previous step's: gradients accumulate across minibatches "
+                    "(optimizer.zero_grad() is missing, or called after backward)")
+    if same(replace(loss, clip="group")):
+        return ("the gradient is clipped to max_grad_norm separately for each parameter group (or module), not to one "
+                "norm over every parameter")
+    n_mb = minibatches_per_epoch(ctx, run.case.n, int(run.config["minibatch_size"]))
+    first = (k // n_mb) * n_mb
+    if k > 0 and first < run.steps:
+        logp_start, _ = module_terms(run.case.kind, run.params(first), run.batch["actions"][rows], rows)
+        if same(replace(loss, logp_old=logp_start)):
+            return ("log pi_old is recomputed from the network at the start of each epoch (the ratio restarts at 1), not the "
+                    "stored logp_old")
+    if normalises(ctx, run.config) and len(rows) > 1:
+        other = conv.but(advantage_normalization="minibatch" if conv.advantage_normalization == "batch" else "batch")
+        A, tol = declared_advantages(run, rows, other, True)[0]
+        if same(replace(loss, advantages=A, advantage_tol=tol)):
+            scope = other.advantage_normalization
+            return (f"the advantages are normalised over the {'whole batch' if scope == 'batch' else 'minibatch'}, but the "
+                    f"candidate declares advantage_normalization = {conv.advantage_normalization!r}")
+    if loss.value_clip is not None:  # these can coincide on one step: the one that holds on every step is named
+        def everywhere(change) -> bool:
+            for j in range(k, run.steps):
+                first = step_losses(ctx, run, j, conv)[0]
+                e, t, _ = expected_step_gradient(run, run.params(j), run.rows(j), change(first, j), conv)
+                if not np.all(np.abs(flat(run.recording.steps[j].grads, names) - flat(e, names)) <= 4 * flat(t, names)):
+                    return False
+            return True
+
+        critic = lambda j, at: run.params(at)["critic.weight"][0, run.rows(j)]
+        unclipped = everywhere(lambda first, j: replace(first, value_clip=None))
+        at_start = everywhere(lambda first, j: replace(first, values_old=critic(j, 0)))
+        if at_start and not unclipped:
+            return ("the value clip is centred on values recomputed from the network at the start of the update, not on the "
+                    "stored values_old (bug C9)")
+        if unclipped:
+            return ("the value loss is not clipped against the stored values_old, though value clipping is on: no clip at all, "
+                    "or one centred on values recomputed from the network (bug C9), which these steps cannot tell apart")
+    elif same(replace(loss, value_clip=float(run.config["clip_eps"]), values_old=run.batch["values_old"][rows])):
+        return ("the value loss is clipped against values_old with clip_eps, though value clipping is off: declare "
+                "value_clipping = 'clip_eps' if the update always clips it")
+    if same(replace(loss, clip="none")) and float(run.config["max_grad_norm"]) < 1e5:
+        return "the gradient is not clipped to max_grad_norm"
+    return ""
+
+
+def judge_step(ctx, run: UpdateRun, k: int, conv: Conventions, *, what: str, names=None, cause="") -> None:
+    """Step k's recorded gradient equals the declared loss's gradient on its rows at its parameters; the
+    failure names the mistake it matches where it can (``cause``: a default, or a function giving one)."""
+    names = list(names or [n for n in run.params(k) if run.params(k)[n] is not None])
+    if len(run.rows(k)) == 0:
+        raise ClauseFailure(f"{what}: step {k} of {run.steps} applied no gradient (no forward of the policy fed it)", call=run.code,
+                            cause="optimizer.step() is called without a backward through a minibatch's loss")
+    losses = step_losses(ctx, run, k, conv)
+    mismatches = [step_mismatch(run, k, loss, conv, names) for loss in losses]
+    if any(m is None for m in mismatches):
+        return
+    exp, actual, tol, labels, norm = mismatches[0]
+    bad = ~(np.abs(actual - exp) <= tol)
+    i = int(np.flatnonzero(bad)[0])
+    table = "\n".join(f"{labels[j]:>24}  expected {exp[j]: .10g}  actual {actual[j]: .10g}  tol {tol[j]:.3g}"
+                      for j in np.flatnonzero(bad)[:6])
+    max_norm = float(run.config["max_grad_norm"])
+    specific = diagnose_step(ctx, run, k, losses[0], conv, names, actual)
+    cause = cause() if callable(cause) else cause
+    if not specific and norm > max_norm and np.abs(actual).max() <= max_norm * (1 + 1e-6) and np.linalg.norm(actual) > max_norm * (1 + 1e-3):
+        specific = "gradients clamped elementwise (clip_grad_value_), not scaled by one global norm"
+    rows = run.rows(k)
+    raise ClauseFailure(
+        f"{what}: step {k} of {run.steps} (minibatch rows {rows.tolist()}): gradient of {labels[i]} expected {exp[i]:.10g}, "
+        f"got {actual[i]:.10g} (tol {tol[i]:.3g}; {int(bad.sum())} of {bad.size} entries off; unclipped norm {norm:.6g}, "
+        f"max_grad_norm {max_norm:g}, norm applied {np.linalg.norm(actual):.6g})",
+        table=table, call=run.code, cause=specific or cause,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# ppo_update checks
+
+
+def ratios_match(run: UpdateRun) -> bool:
+    try:
+        check_first_ratios(run, what="", cause="")
+    except ClauseFailure:
+        return False
+    return True
+
+
+def check_first_ratios(run: UpdateRun, *, what: str, cause: str):
+    """The reported first-minibatch ratios (where the candidate returns them) equal exp(log pi_theta0 -
+    stored logp_old) at their indices, and the indices are the rows the first step used.
+
+    The candidate's log pi is computed by the same module (bit-identical per row) or by its own
+    formula from the same parameters: within 8 u of the magnitudes it is computed from; the
+    stored value is exact; the subtraction and exp add 4 u relative.
+    """
+    if run.ratios is None:
+        return
+    if sorted(run.indices.tolist()) != sorted(run.rows(0).tolist()):
+        raise ClauseFailure(f"ppo_update reported indices {run.indices.tolist()} for its first minibatch; its first step used rows "
+                            f"{run.rows(0).tolist()}", call=run.code, cause="the diagnostics describe another minibatch than the one stepped")
+    logp, magnitude = module_terms(run.case.kind, run.params(0), run.batch["actions"][run.indices], run.indices)
+    stored = run.batch["logp_old"][run.indices]
+    expected = np.exp(logp - stored)
+    tol = expected * (8 * run.u * (magnitude + np.abs(stored)) + 4 * run.u) + TINY
+    assert_close(run.ratios, expected, tol, what=what, call=run.code, cause=cause)
+
+
+RATIO_CONFIG = {"normalize_advantages": False, "ent_coef": 0.0}  # the actor's first gradient then depends on the ratios alone
+
+
+@check("PPO-UPDATE-FIRST-RATIOS-ONE")
+def update_first_ratios_one(ctx):
+    """logp_old = the policy's own log-probabilities: the first step's actor gradient is that of ratios 1 (and
+    the reported ratios, where returned, are 1), categorical and Gaussian."""
     conv = conventions(ctx)
-    run = call_update(ctx, case, config)
-    expected, tolerance, norm = expected_first_gradient(run, conv)
-    recorded = run.optimizer.grads[0]
-    names = list(expected)
-    actual = np.concatenate([(np.zeros_like(expected[n]) if recorded[n] is None else recorded[n]).reshape(-1) for n in names])
-    exp = np.concatenate([expected[n].reshape(-1) for n in names])
-    tol = np.concatenate([tolerance[n].reshape(-1) for n in names])
-    labels = [f"{n}{list(i)}" for n in names for i in np.ndindex(*expected[n].shape)]
-    bad = np.abs(actual - exp) > tol
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        table = "\n".join(f"{labels[i]:>24}  expected {exp[i]: .10g}  actual {actual[i]: .10g}  tol {tol[i]:.3g}"
-                          for i in np.flatnonzero(bad)[:6])
-        max_norm = float(run.config["max_grad_norm"])
-        elementwise_clip = norm > max_norm and np.abs(actual).max() <= max_norm * (1 + 1e-6) and np.linalg.norm(actual) > max_norm * (1 + 1e-3)
-        raise ClauseFailure(
-            f"{what}: first-step gradient of {labels[k]} expected {exp[k]:.10g}, got {actual[k]:.10g} (tol {tol[k]:.3g}; "
-            f"{int(bad.sum())} of {bad.size} entries off; unclipped norm {norm:.6g}, max_grad_norm {max_norm:g}, "
-            f"norm taken {np.linalg.norm(actual):.6g})",
-            table=table, call=run.code,
-            cause="gradients clamped elementwise (clip_grad_value_) or per parameter, not scaled by one global norm"
-            if elementwise_clip else "",
-        )
+    cause = ("the learner's log pi differs from the stored one: minibatch rows misaligned with logp_old, or the "
+             "Gaussian log-prob averaged instead of summed over action dimensions")
+
+    def verify(case, minibatch_size, seed):
+        run = call_update(ctx, case, {**RATIO_CONFIG, "minibatch_size": minibatch_size, "seed": seed})
+        check_first_ratios(run, what="first-minibatch ratios with logp_old stored at collection (expected 1)", cause=cause)
+        judge_step(ctx, run, 0, conv, names=[n for n in ACTOR_PARAMETERS if n in run.params(0)], cause=cause,
+                   what="the first step's actor gradient with logp_old stored at collection (ratios 1: the vanilla gradient)")
+        check_finite_parameters(run)
+
+    for case, size, seed in of_families(ctx, [(UpdateCase("categorical", n=8, seed=1), 4, 0), (UpdateCase("gaussian", n=8, seed=2), 3, 1)]):
+        verify(case, size, seed)
+    ctx.property(draws.first_ratio_cases(kinds=drawn_kinds(ctx)), lambda d: verify(UpdateCase(d[0], n=d[1], seed=d[2]), max(1, d[1] // 2), d[3]),
+                 label="drawn", tier="enumeration")
+
+
+OFFSETS = draws.OFFSETS  # d_i: distinct, never 0
+
+
+@check("PPO-UPDATE-STORED-LOGP-OLD")
+def update_stored_logp_old(ctx):
+    """logp_old = log pi - d: the first step's actor gradient is that of ratios exp(d) (clip_eps 10: none is
+    clipped); ratios 1 mean log pi_old was recomputed."""
+    conv = conventions(ctx)
+
+    def verify(case, minibatch_size, seed):
+        run = call_update(ctx, case, {**RATIO_CONFIG, "clip_eps": 10.0, "minibatch_size": minibatch_size, "seed": seed})
+        names = [n for n in ACTOR_PARAMETERS if n in run.params(0)]
+
+        def cause():  # on a failure only: do the ratios look like 1?
+            rows = run.rows(0)
+            own = module_terms(case.kind, run.params(0), run.batch["actions"][rows], rows)[0]
+            if step_mismatch(run, 0, replace(step_losses(ctx, run, 0, conv)[0], logp_old=own), conv, names) is None:
+                return ("log pi_old is recomputed from the current network (per minibatch or at the start of the update): the "
+                        "ratio is 1 and the clip never acts")
+            return "the ratios are not taken against the stored logp_old of the same samples"
+
+        if run.ratios is not None:
+            check_first_ratios(run, what="first-minibatch ratios with stored logp_old = log pi - d (expected exp(d))",
+                               cause=cause() if not ratios_match(run) else "")
+        judge_step(ctx, run, 0, conv, names=names, cause=cause,
+                   what="the first step's actor gradient with stored logp_old = log pi - d (ratios exp(d))")
+        check_finite_parameters(run)
+
+    for case, size, seed in of_families(ctx, [(UpdateCase("categorical", n=8, seed=3, offset=OFFSETS), 4, 0),
+                                              (UpdateCase("gaussian", n=8, seed=4, offset=OFFSETS), 8, 1)]):
+        verify(case, size, seed)
+    ctx.property(draws.stale_cases(kinds=drawn_kinds(ctx)),
+                 lambda d: verify(UpdateCase(d[0], n=len(d[1]), seed=d[2], offset=tuple(d[1])), max(1, len(d[1]) // 2), d[2]),
+                 label="drawn", tier="enumeration")
 
 
 @check("PPO-UPDATE-FIRST-STEP-GRADIENT")
 def update_first_step_gradient(ctx):
     """The first step's gradient: loss composition, normalisation scope (half-batch minibatches) and global-norm clip."""
+    conv = conventions(ctx)
     common = {"vf_coef": 0.5, "ent_coef": 0.05, "epochs": 1}
-    check_first_step(ctx, UpdateCase("categorical", n=8, seed=11), {**common, "minibatch_size": 4, "seed": 0},
-                     what="categorical, minibatch 4 of 8, no clipping")
-    check_first_step(ctx, UpdateCase("gaussian", n=8, seed=12), {**common, "minibatch_size": 4, "seed": 1},
-                     what="Gaussian, minibatch 4 of 8, no clipping")
-    check_first_step(ctx, UpdateCase("gaussian", n=6, seed=13), {**common, "minibatch_size": 6, "max_grad_norm": 0.05, "seed": 2},
-                     what="Gaussian, whole batch, max_grad_norm 0.05")
 
-    ctx.property(draws.first_step_cases(common=common),
-                 lambda d: check_first_step(ctx, UpdateCase(d[0][0], n=d[0][1], seed=d[0][2]), d[1], what="drawn"), label="drawn",
-                 tier="enumeration")
+    def verify(case, config, what):
+        run = call_update(ctx, case, {**common, **config})
+        judge_step(ctx, run, 0, conv, what=what)
+        check_finite_parameters(run)  # a later one-sample minibatch must not leave NaN behind
+
+    cases = [(UpdateCase("categorical", n=8, seed=11), {"minibatch_size": 4, "seed": 0}, "categorical, minibatch 4 of 8, no clipping"),
+             (UpdateCase("gaussian", n=8, seed=12), {"minibatch_size": 4, "seed": 1}, "Gaussian, minibatch 4 of 8, no clipping"),
+             (UpdateCase("gaussian", n=6, seed=13), {"minibatch_size": 6, "max_grad_norm": 0.05, "seed": 2},
+              "Gaussian, whole batch, max_grad_norm 0.05"),
+             (UpdateCase("categorical", n=6, seed=14), {"minibatch_size": 6, "max_grad_norm": 0.05, "seed": 3},
+              "categorical, whole batch, max_grad_norm 0.05")]
+    for case, config, what in of_families(ctx, cases):
+        verify(case, config, what)
+    ctx.property(draws.first_step_cases(common=common, kinds=drawn_kinds(ctx)),
+                 lambda d: verify(UpdateCase(d[0][0], n=d[0][1], seed=d[0][2]), d[1], "drawn"), label="drawn", tier="enumeration")
+
+
+def check_every_step(ctx, case: UpdateCase, config: dict, *, what: str, conv: Conventions | None = None):
+    conv = conv or conventions(ctx)
+    run = call_update(ctx, case, config)
+    for k in range(run.steps):
+        judge_step(ctx, run, k, conv, what=what)
+    check_finite_parameters(run)
+    return run
+
+
+@check("PPO-UPDATE-STEP-GRADIENTS")
+def update_step_gradients(ctx):
+    """Every step: the gradient of the declared loss on that step's rows at that step's parameters (zero_grad,
+    stored logp_old every epoch, the declared normalisation scope, one global clip norm), parameters finite."""
+    common = {"vf_coef": 0.5, "ent_coef": 0.05}
+    cases = [
+        # 2 minibatches x 3 epochs: accumulation, logp_old refreshed per epoch, normalisation scope
+        (UpdateCase("categorical", n=8, seed=21), {"epochs": 3, "minibatch_size": 4, "seed": 0}, "categorical, 3 epochs of 2 minibatches"),
+        # the global clip binds on every step (two parameter groups); the last minibatch holds one sample
+        (UpdateCase("gaussian", n=7, seed=22, lr=0.2), {"epochs": 2, "minibatch_size": 3, "max_grad_norm": 0.05, "seed": 1},
+         "Gaussian, 2 epochs of 7 samples in minibatches of 3 (a remainder of one), max_grad_norm 0.05"),
+        (UpdateCase("categorical", n=6, seed=23), {"epochs": 2, "minibatch_size": 3, "max_grad_norm": 0.05, "seed": 2},
+         "categorical, 2 epochs of 2 minibatches, max_grad_norm 0.05"),
+        (UpdateCase("gaussian", n=8, seed=24, lr=0.2), {"epochs": 3, "minibatch_size": 4, "seed": 3}, "Gaussian, 3 epochs of 2 minibatches"),
+    ]
+    for case, config, what in of_families(ctx, cases):
+        check_every_step(ctx, case, {**common, **config}, what=what)
+    ctx.property(draws.update_cases(common=common, kinds=drawn_kinds(ctx)),
+                 lambda d: check_every_step(ctx, UpdateCase(d[0][0], n=d[0][1], seed=d[0][2], lr=d[0][3]), d[1], what="drawn"),
+                 label="drawn", tier="enumeration")
+
+
+@check("PPO-UPDATE-VALUE-CLIPPING")
+def update_value_clipping(ctx):
+    """With value clipping on, every step's value gradient is that of max((V - R)^2, (V_old + clip(V - V_old) - R)^2)
+    against the stored values_old; not applicable where the candidate declares it absent."""
+    if ctx.convention("value_clipping") == "none":
+        raise NotProvided("not-applicable: value clipping declared absent (value_clipping = 'none')")
+    common = {"vf_coef": 0.5, "ent_coef": 0.0, "value_clip_eps": 0.2}
+    cases = [
+        (UpdateCase("categorical", n=8, seed=31, value_spread=0.4), {"epochs": 2, "minibatch_size": 4, "seed": 0},
+         "categorical, values_old = V + N(0, 0.4^2), value_clip_eps 0.2"),
+        (UpdateCase("gaussian", n=6, seed=32, lr=0.2, value_spread=0.4), {"epochs": 2, "minibatch_size": 3, "seed": 1},
+         "Gaussian, values_old = V + N(0, 0.4^2), value_clip_eps 0.2"),
+    ]
+    if ctx.convention("value_clipping") == "clip_eps":
+        ctx.note("judged with the value loss clipped by clip_eps (value_clipping 'clip_eps'); value_clip_eps is not read")
+    for case, config, what in of_families(ctx, cases):
+        check_every_step(ctx, case, {**common, **config}, what=what)
+    ctx.property(draws.value_clip_cases(common=common, kinds=drawn_kinds(ctx)),
+                 lambda d: check_every_step(ctx, UpdateCase(d[0][0], n=d[0][1], seed=d[0][2], lr=d[0][3], value_spread=d[0][4]), d[1],
+                                            what="drawn"),
+                 label="drawn", tier="enumeration")
+
+
+def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
+    """target_kl None: epochs x (minibatches per epoch) steps; each epoch's minibatches of minibatch_size partition
+    the batch (the remainder a smaller last one, dropped, or merged into the last, as declared); not the same order
+    every epoch."""
+    config = {**BASE_CONFIG, **config, "target_kl": None}
+    run = call_update(ctx, case, config)
+    check_finite_parameters(run)
+    n, size, epochs = case.n, int(config["minibatch_size"]), int(config["epochs"])
+    per_epoch = minibatches_per_epoch(ctx, n, size)
+    expected = epochs * per_epoch
+    remainder = ctx.convention("minibatch_remainder")
+    if run.steps != expected:
+        hint = ""
+        if run.steps in ((epochs + 1) * per_epoch, (epochs - 1) * per_epoch):
+            hint = f"the update ran {run.steps // per_epoch} epochs of {per_epoch} minibatches: epochs off by one"
+        elif run.steps == epochs:
+            hint = "one step per epoch: the whole batch in one minibatch"
+        else:
+            for other in ("kept", "dropped", "merged"):
+                if other != remainder and run.steps == epochs * len(minibatch_sizes(other, n, size)):
+                    hint = (f"the remainder of {n} samples in minibatches of {size} is {other} (declared: {remainder}); declare "
+                            f"minibatch_remainder = '{other}' if that is the design")
+                    break
+        raise ClauseFailure(
+            f"{what}: ppo_update took {run.steps} optimizer steps; {epochs} epochs of {per_epoch} minibatches of {size} "
+            f"({n} samples, remainder {remainder}) make {expected}", call=run.code,
+            cause=hint or "the update's loop does not run epochs x minibatches steps")
+    want = sorted(minibatch_sizes(remainder, n, size))
+    orders = []
+    for e in range(epochs):
+        minibatches = [run.rows(k) for k in range(e * per_epoch, (e + 1) * per_epoch)]
+        rows = np.concatenate(minibatches)
+        sizes = sorted(len(m) for m in minibatches)
+        complete = sorted(rows.tolist()) == list(range(n)) if remainder != "dropped" else len(set(rows.tolist())) == len(rows)
+        if sizes != want or not complete:
+            raise ClauseFailure(
+                f"{what}: epoch {e}'s minibatches are {[m.tolist() for m in minibatches]}; they must partition the {n} samples "
+                f"into minibatches of sizes {want} (minibatch_size {size}, remainder {remainder})",
+                call=run.code, cause="samples repeated or left out within an epoch (sampling with replacement, or a wrong slice)")
+        orders.append(rows.tolist())
+    if epochs >= 2 and all(order == orders[0] for order in orders):
+        raise ClauseFailure(
+            f"{what}: every one of the {epochs} epochs visits the samples in the same order {orders[0]}; each epoch must draw a "
+            f"fresh order (two independent uniform orders of {n} samples coincide with probability 1/{n}!)",
+            call=run.code, cause="the batch is shuffled once before the epochs (or never), not at the start of every epoch")
+
+
+@check("PPO-UPDATE-MINIBATCHES")
+def update_minibatches(ctx):
+    """Epochs x ceil(B / minibatch) steps, each epoch's minibatches a partition of the batch, a fresh order every epoch."""
+    cases = [
+        (UpdateCase("categorical", n=8, seed=41), {"epochs": 4, "minibatch_size": 3, "seed": 0}, "categorical, 8 samples, minibatch 3, 4 epochs"),
+        (UpdateCase("gaussian", n=9, seed=42, lr=0.2), {"epochs": 3, "minibatch_size": 4, "seed": 1}, "Gaussian, 9 samples, minibatch 4, 3 epochs"),
+    ]
+    for case, config, what in of_families(ctx, cases):
+        check_minibatches(ctx, case, config, what=what)
+    ctx.property(draws.minibatch_cases(kinds=drawn_kinds(ctx)),
+                 lambda d: check_minibatches(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=0.2), d[3], what="drawn"),
+                 label="drawn", tier="enumeration")
+
+
+# ---------------------------------------------------------------------------------------------
+# the KL early stop
+#
+# tolerances. The candidate's k3 term for sample i is k3(x_i + e_i) with |e_i| <= 8 u (magnitude_i +
+# |logp_old_i|) (its log-ratio, as above) evaluated in its precision. Exactly,
+#   k3(x + e) - k3(x) = expm1(x) e + e^x (e^e - 1 - e),  |e^e - 1 - e| <= e^2 e^|e| / 2,
+# so the first-order term |expm1(x)| e is not enough where x = 0 (logp_old the policy's own: a float32-
+# stored logp_old, or log-probabilities through re-normalised logits, put x a rounding away from 0 while
+# the exact k3 is 0): the second-order term e^(x + |e|) e^2 / 2 stays. Evaluating k3 adds 4 u (e^x + |x|
+# + |expm1 x|): the naive (exp(x) - 1) - x rounds exp(x) ~ 1 to u, which at |x| ~ 1e-16 is the whole
+# value. The mean over B adds B u times it. Doubled for the oracle.
+
+
+def k3(x):
+    return np.expm1(x) - x
+
+
+def minibatch_kl(run: UpdateRun, params: dict, rows: np.ndarray) -> tuple[float, float]:
+    """k3 of the rows at ``params`` against the stored logp_old, and its tolerance (above)."""
+    if len(rows) == 0:  # a step no forward fed (it applied no gradient)
+        return 0.0, TINY
+    logp, magnitude = module_terms(run.case.kind, params, run.batch["actions"][rows], rows)
+    stored = run.batch["logp_old"][rows]
+    x = logp - stored
+    e = 8 * run.u * (magnitude + np.abs(stored))
+    terms = (np.abs(np.expm1(x)) * e + np.exp(x + e) * e**2 / 2 + 4 * run.u * (np.exp(x) + np.abs(x) + np.abs(np.expm1(x))))
+    value = float(np.mean(k3(x)))
+    return value, 2 * float(np.mean(terms) + len(x) * run.u * abs(value)) + TINY
+
+
+def kl_and_tolerance(run: UpdateRun, step: int) -> tuple[float, float]:
+    """k3 over the whole batch at the parameters after ``step`` steps, and its tolerance."""
+    return minibatch_kl(run, run.optimizer.snapshots[step], np.arange(run.case.n))
+
+
+def step_kls(run: UpdateRun) -> list[tuple[float, float]]:
+    """Each step's minibatch KL, measured on its rows before its step (what a stop rule reads)."""
+    return [minibatch_kl(run, run.params(k), run.rows(k)) for k in range(run.steps)]
+
+
+def trailing_kl(run: UpdateRun) -> tuple[np.ndarray, float, float] | None:
+    """The minibatch evaluated after the last step (the one whose KL stopped the update before its step)."""
+    trailing = [f for f in run.recording.trailing() if f.rows is not None]
+    if not trailing:
+        return None
+    rows = trailing[-1].rows
+    params = run.recording.steps[-1].after
+    return (rows, *minibatch_kl(run, params, rows))
+
+
+@dataclass(frozen=True)
+class StopRule:
+    place: str  # "epoch" (tested after each epoch) or "minibatch" (before each minibatch's step)
+    statistic: str  # "last-minibatch" or "epoch-mean"
+    u: float = U64  # the candidate's unit roundoff: its mean of m minibatch KLs adds m u relative
+
+    def text(self) -> str:
+        where = "after each epoch" if self.place == "epoch" else "before each minibatch's step"
+        what = "the last minibatch's KL" if self.statistic == "last-minibatch" else "the mean of the epoch's minibatch KLs"
+        if self.place == "minibatch" and self.statistic == "last-minibatch":
+            what = "that minibatch's KL"
+        elif self.place == "minibatch":
+            what = "the mean of the epoch's minibatch KLs so far"
+        return f"{what}, tested {where} (kl_stop {self.place!r}, kl_stop_statistic {self.statistic!r})"
+
+    def statistics(self, kls, per_epoch: int):
+        """(index, value, tol) of each comparison the rule makes on a path of per-step minibatch KLs (value,
+        tol): after each complete epoch, or at each step. The index is the step count when it is made."""
+        out = []
+        for s, (value, tol) in enumerate(kls):
+            epoch_start = (s // per_epoch) * per_epoch
+            window = kls[epoch_start : s + 1]
+            if self.statistic == "epoch-mean":
+                value = float(np.mean([v for v, _ in window]))
+                tol = float(np.mean([t for _, t in window])) + 2 * len(window) * self.u * abs(value) + TINY
+            if self.place == "minibatch":
+                out.append((s, value, tol))
+            elif (s + 1) % per_epoch == 0:
+                out.append((s + 1, value, tol))
+        return out
+
+    def stop(self, kls, per_epoch: int, threshold: float) -> int | None:
+        """The number of steps the rule allows before stopping (None: it never stops on this path)."""
+        for index, value, _ in self.statistics(kls, per_epoch):
+            if value > threshold:
+                return index
+        return None
+
+
+KL_EPOCHS = 8
+KL_LR = {"categorical": 0.5, "gaussian": 0.02}  # KL grows about quadratically over the steps
+
+
+def place_threshold(rule: StopRule, kls, per_epoch: int, step_at: int) -> float | None:
+    """A threshold between two of the declared rule's statistics with a clear gap (at least 1.5x) that lets at
+    least ``step_at`` of the rule's tests pass before it stops, preferring one where the other statistic at the
+    same place stops elsewhere (so an update that reads the other statistic is caught), then one where the
+    other place does."""
+    stats = rule.statistics(kls, per_epoch)
+    values = sorted({v for _, v, _ in stats})
+    gaps = [math.sqrt(a * b) for a, b in zip(values, values[1:]) if b > 1.5 * a and b > 1e-6 and a > 0]
+
+    def tests_passed(t):
+        return next((p for p, (_, v, _) in enumerate(stats) if v > t), None)
+
+    usable = [t for t in gaps if tests_passed(t) is not None and tests_passed(t) >= min(step_at, len(stats) - 1)]
+    others = [StopRule(rule.place, "epoch-mean" if rule.statistic == "last-minibatch" else "last-minibatch", rule.u),
+              StopRule("minibatch" if rule.place == "epoch" else "epoch", rule.statistic, rule.u)]
+    for other in others:
+        telling = [t for t in usable if other.stop(kls, per_epoch, t) != rule.stop(kls, per_epoch, t)]
+        if telling:
+            return telling[0]
+    return usable[0] if usable else None
+
+
+def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2, *, minibatch_size: int | None = None, epochs: int = KL_EPOCHS):
+    """A free run (target_kl None) gives the candidate's own parameter path and each step's minibatch KL. A
+    threshold between two of the declared statistic's values (placed where the other statistics would stop
+    elsewhere) must then stop the update exactly where the declared rule, applied to the second run's own
+    recording, says: no step after it, none missing before it."""
+    conv = conventions(ctx)
+    rule = StopRule(conv.kl_stop, conv.kl_stop_statistic)
+    size = minibatch_size or case.n
+    per_epoch = minibatches_per_epoch(ctx, case.n, size)
+    # clip_eps 10: with positive advantages every ratio grows, and a clip at 1.2 would freeze the
+    # policy (and its KL) after a step or two; the stop rule does not depend on the clip.
+    config = {"epochs": epochs, "minibatch_size": size, "normalize_advantages": False, "seed": seed, "clip_eps": 10.0}
+    free = call_update(ctx, case, {**config, "target_kl": None})
+    check_finite_parameters(free)
+    rule = replace(rule, u=free.u)
+    if free.steps != epochs * per_epoch:
+        raise ClauseFailure(
+            f"with target_kl None and {epochs} epochs of {per_epoch} minibatches, ppo_update took {free.steps} optimizer steps; "
+            f"expected {epochs * per_epoch}", call=free.code,
+            cause="the update stops early without a KL target, or steps more than once per minibatch")
+    kls = step_kls(free)
+    threshold = place_threshold(rule, kls, per_epoch, step_at)
+    if threshold is None:
+        whole = kl_and_tolerance(free, free.steps)[0]
+        if whole <= 1e-12:
+            raise ClauseFailure(f"{free.steps} steps did not move the policy: exact KL(old || new) after them is {whole:.3g}",
+                                call=free.code, cause="the update does not change the policy")
+        return False  # a drawn case whose KL does not grow clearly enough to place a threshold
+    factor = conv.kl_stop_factor
+    target = threshold / factor if factor > 0 else threshold
+    run = call_update(ctx, case, {**config, "target_kl": target})
+    return verify_stop(run, rule, per_epoch, threshold, target, factor, epochs)
+
+
+def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float, target: float, factor: float, epochs: int) -> bool:
+    kls = step_kls(run)
+    trailing = trailing_kl(run)
+    path = kls + ([(trailing[1], trailing[2])] if trailing is not None and rule.place == "minibatch" else [])
+    stats = rule.statistics(path, per_epoch)
+    described = ", ".join(f"{v:.4g}" for _, v, _ in stats[:10])
+    where = f"target_kl = {target:.4g} (x factor {factor:g}: threshold {threshold:.4g})"
+    for index, value, tol in stats:
+        if abs(value - threshold) <= tol:
+            return False  # too close to call
+        if value > threshold:
+            expected = index
+            break
+    else:
+        expected = epochs * per_epoch
+    k1_like = run.approx_kl is not None and bool(np.all(run.approx_kl <= 0))
+    if run.steps > expected:
+        raise ClauseFailure(
+            f"with {where} ppo_update took {run.steps} optimizer steps; the stop rule fired after {expected}: {rule.text()} was "
+            f"{described} at its successive tests (exact k3 of each minibatch, measured before its step), and no step may follow",
+            call=run.code,
+            cause="approx_kl is k1 = mean(-log r), which is <= 0 when the sampled actions gained probability" if k1_like else
+            "a step is taken after the stop fired, target_kl is not read, or the rule reads another statistic or tests at "
+            "another place than declared")
+    if run.steps < expected:
+        if rule.place == "minibatch" and trailing is None:
+            reason = "without evaluating the minibatch it stopped before"
+        else:
+            reason = f"although {rule.text()} was {described} at its tests"
+        raise ClauseFailure(
+            f"with {where} ppo_update stopped after {run.steps} optimizer steps {reason}; the declared rule stops after {expected}",
+            call=run.code, cause="the rule reads another statistic (the last minibatch's KL or the epoch mean), tests at another "
+            "place than declared, or compares another quantity with target_kl")
+    compared = [s for s in stats if s[0] <= expected]
+    if run.approx_kl is not None:
+        if len(run.approx_kl) != len(compared):
+            raise ClauseFailure(f"ppo_update reported {len(run.approx_kl)} approx_kl values; its stop rule made {len(compared)} "
+                                f"comparisons (one per test up to and including the one that stopped it)", call=run.code,
+                                cause="approx_kl must list every value the stop rule compared with target_kl")
+        assert_close(run.approx_kl, [v for _, v, _ in compared], [t for _, _, t in compared],
+                     what=f"reported approx_kl vs {rule.text()}", call=run.code,
+                     cause="approx_kl is not the k3 estimate of KL(old || new), measured before the step",
+                     diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) else "")
+    stepped = len({k // per_epoch for k in range(run.steps)})
+    if run.epochs is not None and run.epochs != stepped:
+        raise ClauseFailure(f"ppo_update reported epochs = {run.epochs}; it took a step in {stepped} epochs",
+                            call=run.code, cause="epochs must count the epochs in which the update took a step")
+    return True
+
+
+KL_CASES = [  # (case, minibatch size, epochs, shuffle seed)
+    # one minibatch per epoch: k1 goes negative while k3 grows; a target never read; a step after the stop
+    (UpdateCase("categorical", n=6, seed=5, lr=KL_LR["categorical"], positive=True), 6, KL_EPOCHS, 0),
+    # two and three minibatches per epoch: thresholds where the last minibatch's KL and the epoch mean stop at
+    # different epochs, both ways (tests/test_ppo.py pins that they exist)
+    (UpdateCase("categorical", n=8, seed=6, lr=0.3, positive=True), 4, 6, 1),
+    (UpdateCase("gaussian", n=9, seed=8, lr=0.01, positive=True), 3, 5, 3),
+]
+
+
+@check("PPO-UPDATE-KL-EARLY-STOP")
+def update_kl_early_stop(ctx):
+    """Positive advantages (k1 goes negative while k3 grows): stop exactly where the declared rule says,
+    on one and on several minibatches per epoch (where the last minibatch's KL and the epoch mean differ)."""
+    for case, size, epochs, seed in of_families(ctx, KL_CASES):
+        check_kl_stop(ctx, case, seed, minibatch_size=size, epochs=epochs)
+    ctx.property(draws.kl_stop_cases(kinds=drawn_kinds(ctx)),
+                 lambda d: check_kl_stop(ctx, UpdateCase(d[0], n=d[1], seed=d[2], lr=KL_LR[d[0]], positive=True), seed=d[2],
+                                         step_at=d[3], minibatch_size=max(2, d[1] // d[4]), epochs=6),
+                 label="drawn", tier="kl-stop")

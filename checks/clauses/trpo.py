@@ -876,19 +876,21 @@ def describe_trials(rows, max_kl, ratio: float = 0.0) -> str:
     return "\n".join(lines)
 
 
-def run_update(ctx, problem: UpdateProblem, **options):
+def run_update(ctx, problem: UpdateProblem, *, record: bool = False, **options):
+    """Call trpo_update; ``record``: hand it a :class:`RecordedPolicy` and return that too."""
     problem = problem.rounded(ctx.dtype)
+    policy = RecordedPolicy(problem.policy) if record else problem.policy
     if problem.policy.kind == "categorical":  # integer actions pass as a torch long tensor (arrays become floats)
         import torch
 
         actions = torch.tensor(problem.actions.astype(np.int64))
     else:
         actions = problem.actions
-    call = ctx.call("trpo_update", {"policy": problem.policy, "params": problem.theta0, "actions": actions,
+    call = ctx.call("trpo_update", {"policy": policy, "params": problem.theta0, "actions": actions,
                                     "advantages": problem.advantages, "max_kl": problem.max_kl,
                                     "cg_iters": problem.cg_iters, "max_backtracks": problem.max_backtracks},
                     array="torch", shape=(problem.policy.n_params,), **options)
-    return call.outputs[0], problem, call
+    return (call.outputs[0], problem, call, policy) if record else (call.outputs[0], problem, call)
 
 
 def reverse_rule_trial(oracle: "Oracle"):
@@ -1118,4 +1120,295 @@ def update_trust_region(ctx):
             if problem.policy.kind in kinds:
                 verify_constant_advantages(ctx, problem)
     ctx.property(update_problems(kinds, standardises(ctx)), lambda p: assume(verify_update(ctx, p)), label="drawn",
+                 tier="known-answers-first-costly")
+
+
+# ---------------------------------------------------------------------------------------------
+# every line-search trial of a complete update, observed
+#
+# The policy handed to trpo_update records every parameter vector it is evaluated at. Those other than
+# theta0 are the line search's trials (the gradient, the Fisher and the old distribution are all taken at
+# theta0), in the order tried. Each is judged by the rule on the suite's exact surrogate and KL(pi_old ||
+# pi_trial) at the trial itself, so no step oracle is involved: trial k must lie at theta0 + beta^k s
+# (s = trial 0 - theta0, the candidate's own full step), the returned point must be the first trial that
+# qualifies, and every earlier trial must fail the test (theta0 if none qualifies).
+#
+# tolerance. A trial's position: forming theta0 + beta^k s rounds (2k + 4) times on |theta0| + |s|
+# (as for the line search), doubled for the way s itself was formed. A decision is robust when the gain
+# (less the accept ratio's share ratio g'(trial - theta0)) and the KL's distance to max_kl exceed twice
+# what the candidate's own evaluation of them can be off: c_eval u (|L(trial)| + mean |A|) and c_eval u
+# (KL + max_kl + 1) with c_eval = 2 (B + K + 8) (the Oracle's), and for the share the candidate's g off
+# by c_g u M_g (M_g = mean_b |A_b| |grad log pi(a_b|s_b)|, as in the Oracle) times |trial - theta0|.
+
+
+class RecordedPolicy:
+    """The suite's policy as trpo_update receives it, recording every parameter vector it is evaluated at."""
+
+    def __init__(self, policy: "Policy"):
+        self.policy, self.evaluated = policy, []
+
+    def __call__(self, theta):
+        self.evaluated.append(as_float64(theta).reshape(-1).copy())
+        return self.policy(theta)
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def __repr__(self) -> str:
+        return repr(self.policy)
+
+
+def trials_of(evaluated, theta0: np.ndarray) -> list[np.ndarray]:
+    """The distinct parameter vectors other than theta0, in the order first evaluated."""
+    trials: list[np.ndarray] = []
+    for theta in evaluated:
+        if theta.shape != theta0.shape or np.array_equal(theta, theta0) or any(np.array_equal(theta, t) for t in trials):
+            continue
+        trials.append(theta)
+    return trials
+
+
+class TrialJudge:
+    """The suite's exact surrogate, KL and gradient for one problem (float64, the Oracle's functions), and the
+    margins of a decision at a trial."""
+
+    def __init__(self, problem: UpdateProblem, u: float, ratio: float, standardise: bool):
+        import torch
+        from torch.autograd.functional import jacobian
+
+        oracle = Oracle(problem, 0.0, 1.0, u, full=False, ratio=ratio, standardise=standardise)
+        self.problem, self.u, self.ratio, self.torch = problem, u, ratio, torch
+        self.advantages, self.c_eval = oracle.advantages, oracle.c_eval
+        self.surrogate = lambda th: float(oracle.surrogate(th))
+        self.kl = lambda th: float(oracle.kl(th))
+        self.reverse_kl = lambda th: float(oracle.reverse_kl(th))  # for diagnoses: KL(new || old)
+        theta0 = torch.tensor(problem.theta0)
+        self.base = self.surrogate(theta0)
+        leaf = theta0.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(oracle.surrogate(leaf), leaf)
+        self.g = g.numpy()
+        policy, B = problem.policy, problem.policy.batch
+        kind = torch.long if policy.kind == "categorical" else torch.float64
+        scores = jacobian(lambda th: policy(th).log_prob(torch.tensor(problem.actions, dtype=kind)), theta0).numpy()  # (B, P)
+        self.M_g = float(np.linalg.norm(np.abs(self.advantages) @ np.abs(scores) / B))
+        self.c_g = policy.n_params + (policy.size + 1 if policy.kind == "categorical" else 1) + B + 10
+
+    def at(self, theta: np.ndarray):
+        """(excess, kl, margin of the excess, margin of the kl): excess = gain - ratio g'(theta - theta0)."""
+        t = self.torch.tensor(theta)
+        value, kl = self.surrogate(t), self.kl(t)
+        moved = theta - self.problem.theta0
+        share = self.ratio * float(self.g @ moved)
+        excess = value - self.base - share
+        margin = 2 * self.c_eval * self.u * (abs(value) + float(np.mean(np.abs(self.advantages))))
+        if self.ratio:
+            margin += 2 * self.ratio * (self.c_g * self.u * self.M_g * float(np.linalg.norm(moved)) + self.c_eval * self.u * abs(share))
+        return excess, kl, margin, 2 * self.c_eval * self.u * (kl + self.problem.max_kl + 1.0)
+
+
+def verify_trials(ctx, problem: UpdateProblem) -> bool:
+    """Run trpo_update with a recording policy and judge every trial it evaluated; False when there is nothing
+    to judge (no trial, or a result that is neither theta0 nor a trial) or a decision too close to call."""
+    beta, ratio = backtrack_factor(ctx), accept_ratio(ctx)
+    x, problem, call, recorded = run_update(ctx, problem, record=True)
+    theta0, u = problem.theta0, call.unit_roundoff
+    trials = trials_of(recorded.evaluated, theta0)
+    if not trials:
+        return False
+    judge = TrialJudge(problem, u, ratio, standardises(ctx))
+    step = trials[0] - theta0
+    rows = []
+    for k, trial in enumerate(trials):
+        position_tol = 2 * (2 * k + 4) * u * (np.abs(theta0) + np.abs(step)) + TINY
+        expected = theta0 + beta**k * step
+        if not matches(trial, expected, position_tol):
+            fractions = [float((t - theta0) @ step / (step @ step)) for t in trials[:8]]
+            raise ClauseFailure(
+                f"trpo_update's trial {k} is not theta0 + {beta:g}^{k} (trial 0 - theta0): the trials it evaluated lie at "
+                f"fractions {', '.join(f'{f:.6g}' for f in fractions)} of its full step", call=call.code,
+                table=mismatch_table("index", [(i, e, a, abs(e - a), t) for i, (e, a, t) in enumerate(zip(expected, trial, position_tol))]),
+                cause=f"the backtracking factor is not the declared {beta:g} (declare backtrack_factor), or the trials are not "
+                      "shrinking copies of one full step")
+        rows.append((k, *judge.at(trial)))
+    tol0 = 4 * u * (np.abs(theta0) + np.abs(step)) + TINY
+    if matches(x, theta0, tol0):
+        returned = None
+    else:
+        returned = next((k for k, trial in enumerate(trials) if matches(x, trial, 4 * u * (np.abs(trial) + np.abs(step)) + TINY)), -1)
+        if returned == -1:
+            return False  # the result is neither theta0 nor a trial: TRPO-UPDATE-TRUST-REGION judges it
+    max_kl = problem.max_kl
+    test = f"gain > {ratio:g} x g'(trial - theta0)" if ratio else "gain > 0"
+
+    reverse = [judge.reverse_kl(judge.torch.tensor(trial)) for trial in trials]
+
+    def table():
+        lines = ["  k   fraction     surrogate gain" + (" - share" if ratio else "") + "   KL(old||new)   KL(new||old)   verdict"]
+        for k, excess, kl, m_gain, m_kl in rows:
+            verdict = "qualifies" if excess > 0 and kl <= max_kl else ("no improvement" if excess <= 0 else f"KL > {max_kl:g}")
+            mark = "  <- returned" if k == returned else ""
+            lines.append(f"{k:>3}  {beta**k:>9.6g}  {excess:>17.6g}  {kl:>13.6g}  {reverse[k]:>13.6g}   {verdict}{mark}")
+        return "\n".join(lines)
+
+    decided = len(rows) if returned is None else returned + 1
+    for k, excess, kl, m_gain, m_kl in rows[:decided]:
+        if abs(excess) <= m_gain or abs(kl - max_kl) <= m_kl:
+            return False  # too close to call
+    for k, excess, kl, _, _ in rows[: returned if returned is not None else len(rows)]:
+        if excess > 0 and kl <= max_kl:
+            raise ClauseFailure(
+                f"trpo_update rejected trial {k} (fraction {beta**k:g} of its step), which qualifies ({test} and KL(old || new) "
+                f"= {kl:.6g} <= max_kl = {max_kl:g}), and returned " + ("theta0" if returned is None else f"trial {returned}"),
+                table=table(), call=call.code,
+                cause=f"the line search tests KL(new || old) = {reverse[k]:.6g} > max_kl there (sb3-contrib's kl_divergence(new, "
+                      "old)); the TRPO constraint is KL(old || new)" if reverse[k] > max_kl else
+                      "the acceptance test is stricter than the rule (a sufficient-increase test not declared), or trials are "
+                      "evaluated but their result ignored")
+    if returned is not None:
+        _, excess, kl, _, _ = rows[returned]
+        if excess <= 0:
+            raise ClauseFailure(
+                f"trpo_update returned trial {returned} (fraction {beta**returned:g} of its step), whose surrogate did not improve "
+                f"({'gain less share' if ratio else 'gain'} {excess:.6g} <= 0; KL(old || new) = {kl:.6g})", table=table(), call=call.code,
+                cause="the line search accepts a trial without testing the surrogate's improvement (only the KL), or tests it "
+                      "with the wrong sign")
+        if kl > max_kl:
+            raise ClauseFailure(
+                f"trpo_update returned trial {returned} (fraction {beta**returned:g} of its step), whose KL(old || new) = {kl:.6g} "
+                f"exceeds max_kl = {max_kl:g}", table=table(), call=call.code,
+                cause=f"the line search tests KL(new || old) = {reverse[returned]:.6g} <= max_kl instead (sb3-contrib's "
+                      "kl_divergence(new, old)); the TRPO constraint is KL(old || new)" if reverse[returned] <= max_kl else
+                      "the KL constraint is not tested")
+    elif len(trials) < problem.max_backtracks:
+        raise ClauseFailure(
+            f"trpo_update returned theta0 after {len(trials)} trials; the rule tries {problem.max_backtracks} before giving up",
+            table=table(), call=call.code, cause="the line search stops before max_backtracks trials")
+    if len(trials) > problem.max_backtracks:
+        raise ClauseFailure(f"trpo_update evaluated {len(trials)} trials; max_backtracks is {problem.max_backtracks}",
+                            table=table(), call=call.code, cause="the line search runs past max_backtracks")
+    return True
+
+
+def fisher_and_gradient(policy: "Policy", theta0: np.ndarray, actions: np.ndarray, advantages: np.ndarray):
+    """(F, g) at theta0 in closed form for the suite's linear policies (no autograd: a strategy calls it on every
+    draw). Categorical, logits [f_b W, 0]: F = mean_b kron(f_b f_b', diag(p_b) - p_b p_b') over the free logits,
+    g = mean_b A_b kron(f_b, onehot(a_b) - p_b). Gaussian, mean f_b W and log-std s: F = kron(mean_b f_b f_b',
+    diag(1 / sigma^2)) on W and 2 I on s; g = mean_b A_b [kron(f_b, (a_b - mu_b) / sigma^2), z_b^2 - 1]."""
+    f, B = policy.features, policy.batch
+    if policy.kind == "categorical":
+        K = policy.size
+        W = theta0.reshape(f.shape[1], K - 1)
+        logits = np.concatenate([f @ W, np.zeros((B, 1))], axis=1)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        free = p[:, : K - 1]
+        F = sum(np.kron(np.outer(f[b], f[b]), np.diag(free[b]) - np.outer(free[b], free[b])) for b in range(B)) / B
+        onehot = np.eye(K)[actions.astype(np.int64)][:, : K - 1]
+        g = sum(advantages[b] * np.kron(f[b], onehot[b] - free[b]) for b in range(B)) / B
+        return F, g
+    D, m = policy.size, f.shape[1]
+    W, log_std = theta0[: m * D].reshape(m, D), theta0[m * D:]
+    var = np.exp(2 * log_std)
+    mu = f @ W
+    F = np.zeros((m * D + D, m * D + D))
+    F[: m * D, : m * D] = np.kron(f.T @ f / B, np.diag(1 / var))
+    F[m * D:, m * D:] = 2 * np.eye(D)
+    z2 = (actions - mu) ** 2 / var
+    g = np.concatenate([sum(advantages[b] * np.kron(f[b], (actions[b] - mu[b]) / var) for b in range(B)) / B,
+                        (advantages[:, None] * (z2 - 1)).mean(0)])
+    return F, g
+
+
+def closed_form(policy: "Policy", theta0: np.ndarray, thetas: np.ndarray, actions: np.ndarray):
+    """For parameter vectors ``thetas`` (T, P): log pi_theta0(a_b) (B,), mean_b KL(pi_theta0 || pi_theta) (T,) and
+    log pi_theta(a_b) (T, B), in numpy closed form (a strategy evaluates them on every draw)."""
+    f, B = policy.features, policy.batch
+    if policy.kind == "categorical":
+        K, rows = policy.size, np.arange(B)
+
+        def log_softmax(theta):  # (..., B, K)
+            W = theta.reshape(theta.shape[:-1] + (f.shape[1], K - 1))
+            z = np.einsum("bi,...ik->...bk", f, W)
+            z = np.concatenate([z, np.zeros(z.shape[:-1] + (1,))], axis=-1)
+            top = z.max(-1, keepdims=True)
+            return z - top - np.log(np.exp(z - top).sum(-1, keepdims=True))
+
+        old, new = log_softmax(theta0), log_softmax(thetas)
+        a = actions.astype(np.int64)
+        kl = (np.exp(old) * (old - new)).sum(-1).mean(-1)
+        return old[rows, a], kl, new[:, rows, a]
+    D, m = policy.size, f.shape[1]
+
+    def gaussian(theta):
+        W, s = theta[..., : m * D].reshape(theta.shape[:-1] + (m, D)), theta[..., m * D:]
+        return np.einsum("bi,...id->...bd", f, W), s[..., None, :]
+
+    def log_prob(mu, s):
+        return (-0.5 * (actions - mu) ** 2 / np.exp(2 * s) - s - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    mu0, s0 = gaussian(theta0)
+    mu, s = gaussian(thetas)
+    kl = (s - s0 + (np.exp(2 * s0) + (mu0 - mu) ** 2) / (2 * np.exp(2 * s)) - 0.5).sum(-1).mean(-1)
+    return log_prob(mu0, s0), kl, log_prob(mu, s)
+
+
+@st.composite
+def overshooting_problems(draw, families=("categorical", "gaussian"), standardise: bool = False, damp: float = 0.0):
+    """Problems whose full step overshoots the surrogate's peak within the KL budget, so that a trial with
+    KL(old || new) <= max_kl and no improvement comes before the accepted one (or none qualifies). Along the
+    natural direction of a drawn problem (the exact step for max_kl = 1 with the declared damping, from the
+    closed-form Fisher), the first t = 2^(j/2), j = 1..13, at which the surrogate has fallen below its start
+    (by 1e-3 of mean |A|) while the exact KL stays under 0.8 of the quadratic model's t^2 sets max_kl = t^2:
+    the full step then lands there. About one drawn problem in seven has such a t; conditioning does not
+    matter here (every trial is judged where the candidate put it)."""
+    kind = draw(st.sampled_from(families), label="family")
+    B, m = draw(st.integers(2, 5), label="B"), draw(st.integers(1, 2), label="m")
+    size = draw(st.integers(2, 3) if kind == "categorical" else st.integers(1, 2), label="actions / dims")
+    features = draw(real_arrays((B, m), -1.5, 1.5), label="features")
+    features[np.arange(m), np.arange(m)] += np.where(features[np.arange(m), np.arange(m)] < 0, -0.5, 0.5)  # keep it off rank 0
+    assume(np.linalg.matrix_rank(features) == m)  # a non-singular Fisher
+    policy = Policy(kind, features, size)
+    theta0 = draw(real_arrays(policy.n_params, -1.0, 1.0), label="params")
+    if kind == "categorical":
+        actions = draw(hnp.arrays(np.int64, B, elements=st.integers(0, size - 1)), label="actions")
+    else:
+        actions = draw(real_arrays((B, size), -2.0, 2.0), label="actions")
+    advantages = draw(real_arrays(B, -2.0, 2.0), label="advantages")
+    advantages[0] += 0.5 if advantages[0] >= 0 else -0.5  # not all zero
+    used = standardised(advantages) if standardise else advantages
+    assume(np.abs(used).max() > 0.1)
+    F, g = fisher_and_gradient(policy, theta0, actions.astype(np.float64), used)
+    assume(np.linalg.norm(g) > 1e-3 * np.abs(used).mean())
+    x = np.linalg.solve(damped(F, damp) + 1e-12 * np.eye(len(F)), g)
+    assume(g @ x > 0)
+    step = math.sqrt(2.0 / float(g @ x)) * x  # the natural step for max_kl = 1
+    ts = 2.0 ** (np.arange(1, 14) / 2)
+    with np.errstate(all="ignore"):  # far trials may overflow: they are then not candidates (inf or nan fails the tests)
+        logp0, kl, logp = closed_form(policy, theta0, theta0[None, :] + ts[:, None] * step[None, :], actions)
+        gain = (np.exp(logp - logp0) * used).mean(1) - used.mean()  # the surrogate at theta0 is mean(A)
+    fallen = (gain < -1e-3 * float(np.mean(np.abs(used)))) & (kl <= 0.8 * ts**2)
+    assume(fallen.any())
+    t = ts[int(np.argmax(fallen))]
+    return UpdateProblem(policy, theta0, actions, advantages, float(t * t), draw(st.integers(6, 10), label="max_backtracks"))
+
+
+# The full step keeps KL(old || new) <= max_kl but lowers the surrogate (gain -0.107, KL 3.27 <= 8; Gaussian: -0.037,
+# KL 0.68 <= 2); a later trial is accepted (categorical: the third, Gaussian: the second, at backtrack factor 0.5).
+TRIAL_KNOWN = [
+    UpdateProblem(Policy("categorical", [[-1.0, 0.0], [0.0, 0.5], [0.25, 0.0]], 2), [-0.75, -0.75], [1, 0, 0], [0.25, 0.0, -0.75],
+                  max_kl=8.0),
+    UpdateProblem(Policy("gaussian", [[-1.5], [0.25], [0.5]], 1), [-0.25, 0.0], [[0.0], [-1.0], [1.0]], [-0.25, 0.25, 1.25],
+                  max_kl=2.0, max_backtracks=7),
+]
+
+
+@check("TRPO-UPDATE-LINE-SEARCH-TRIALS")
+def update_line_search_trials(ctx):
+    """Every trial trpo_update evaluated (recorded on the suite's policy) is judged: trial k at theta0 + beta^k s,
+    the first qualifying one returned, every earlier one failing the test, theta0 only when none qualifies."""
+    kinds = families(ctx)
+    for problem in TRIAL_KNOWN:
+        if problem.policy.kind in kinds:
+            verify_trials(ctx, problem)
+    ctx.property(overshooting_problems(kinds, standardises(ctx), damping(ctx)), lambda p: assume(verify_trials(ctx, p)), label="drawn",
                  tier="known-answers-first-costly")

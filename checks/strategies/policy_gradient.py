@@ -102,11 +102,16 @@ class Transitions:
     rewards: np.ndarray
     terminated: np.ndarray
     gamma: float
+    truncated: np.ndarray | None = None  # a time limit: not terminal (bootstraps); None: no step truncated
+
+    def __post_init__(self):
+        if self.truncated is None:
+            object.__setattr__(self, "truncated", np.zeros(len(self.terminated), dtype=bool))
 
     def rounded(self, dtype) -> "Transitions":
         r = lambda a: rounded(a, dtype)
         return Transitions(r(self.logp), r(self.values), r(self.next_values), r(self.rewards),
-                           np.asarray(self.terminated, dtype=bool), float(self.gamma))
+                           np.asarray(self.terminated, dtype=bool), float(self.gamma), np.asarray(self.truncated, dtype=bool))
 
     @property
     def delta(self) -> np.ndarray:
@@ -117,9 +122,10 @@ class Transitions:
         return td_terms(self.rewards, self.values, self.next_values, self.terminated, self.gamma)
 
 
-def transitions(logp, values, next_values, rewards, terminated, gamma) -> Transitions:
+def transitions(logp, values, next_values, rewards, terminated, gamma, truncated=None) -> Transitions:
     f = lambda a: np.asarray(a, dtype=np.float64)
-    return Transitions(f(logp), f(values), f(next_values), f(rewards), np.asarray(terminated, dtype=bool), float(gamma))
+    flags = None if truncated is None else np.asarray(truncated, dtype=bool)
+    return Transitions(f(logp), f(values), f(next_values), f(rewards), np.asarray(terminated, dtype=bool), float(gamma), flags)
 
 
 GAMMAS = st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]) | st.floats(0.0, 1.0)
@@ -127,13 +133,15 @@ GAMMAS = st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]) | st.floats(0.0, 1.0)
 
 @st.composite
 def transition_batches(draw):
-    """T in 1..10 transitions: logp in [-20, 0], values, next values and rewards in [-50, 50], drawn flags and gamma."""
+    """T in 1..10 transitions: logp in [-20, 0], values, next values and rewards in [-50, 50], drawn flags (both may be
+    set: terminated wins) and gamma."""
     T = draw(st.integers(1, 10), label="T")
     arr = lambda label: draw(float_arrays((T,), -50.0, 50.0), label=label)
     logp = draw(float_arrays((T,), -20.0, 0.0), label="logp")
     terminated = draw(flag_arrays((T,)), label="terminated")
+    truncated = draw(flag_arrays((T,)), label="truncated")
     gamma = draw(GAMMAS, label="gamma")
-    return transitions(logp, arr("values"), arr("next_values"), arr("rewards"), terminated, gamma)
+    return transitions(logp, arr("values"), arr("next_values"), arr("rewards"), terminated, gamma, truncated)
 
 
 @dataclass(frozen=True)
@@ -145,8 +153,8 @@ class LinearCritic:
     w: np.ndarray  # (K,)
     c: float
 
-    def transitions(self, logp, rewards, terminated, gamma) -> Transitions:
-        return transitions(logp, self.phi @ self.w + self.c, self.phi_next @ self.w + self.c, rewards, terminated, gamma)
+    def transitions(self, logp, rewards, terminated, gamma, truncated=None) -> Transitions:
+        return transitions(logp, self.phi @ self.w + self.c, self.phi_next @ self.w + self.c, rewards, terminated, gamma, truncated)
 
     def bias_gradient(self, g_values, g_next) -> float:
         """Chain ``d loss / d values`` and ``d loss / d next_values`` through the critic to ``c`` by autograd."""
@@ -159,9 +167,10 @@ class LinearCritic:
 
 @st.composite
 def critic_batches(draw):
-    """``(critic, logp, rewards, terminated, gamma)``: a linear critic on T in 1..8 transitions of K in 1..3 features."""
+    """``(critic, logp, rewards, terminated, gamma, truncated)``: a linear critic on T in 1..8 transitions of K in 1..3
+    features."""
     T, K = draw(st.integers(1, 8), label="T"), draw(st.integers(1, 3), label="K")
     arr = lambda shape, label: draw(float_arrays(shape, -3.0, 3.0), label=label)
     critic = LinearCritic(arr((T, K), "phi"), arr((T, K), "phi_next"), arr((K,), "w"), float(arr((), "c")))
     return (critic, draw(float_arrays((T,), -20.0, 0.0), label="logp"), draw(float_arrays((T,), -50.0, 50.0), label="rewards"),
-            draw(flag_arrays((T,)), label="terminated"), draw(GAMMAS, label="gamma"))
+            draw(flag_arrays((T,)), label="terminated"), draw(GAMMAS, label="gamma"), draw(flag_arrays((T,)), label="truncated"))

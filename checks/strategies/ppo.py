@@ -170,38 +170,94 @@ def _collected_cases(draw, families, dtype):
 # ppo_update: the parameters of the suite's cases
 
 
-def first_ratio_cases():
+def _check_kinds(kinds) -> list[str]:
+    kinds = list(kinds)
+    if not kinds or not set(kinds) <= set(POLICY_KINDS):
+        raise InvalidArgument(f"kinds={kinds!r} must be a non-empty subset of {POLICY_KINDS}")
+    return kinds
+
+
+def _check_common(common) -> dict:
+    if common is not None and not isinstance(common, dict):
+        raise InvalidArgument(f"common={common!r} must be a dict of config entries")
+    return dict(common or {})
+
+
+def first_ratio_cases(*, kinds=POLICY_KINDS):
     """``(kind, n, case seed, shuffle seed)``."""
-    return st.tuples(st.sampled_from(list(POLICY_KINDS)), st.integers(2, 12), st.integers(0, 2**16), st.integers(0, 2**16))
+    return st.tuples(st.sampled_from(_check_kinds(kinds)), st.integers(2, 12), st.integers(0, 2**16), st.integers(0, 2**16))
 
 
 OFFSETS = (0.3, -0.2, 0.1, -0.4, 0.25, -0.1, 0.4, -0.3)  # d_i: distinct, never 0
 
 
-def stale_cases():
+def stale_cases(*, kinds=POLICY_KINDS):
     """``(kind, offsets d_i, seed)``: a stored logp_old = log pi - d_i, 2..10 samples, |d_i| in [0.05, 1]."""
     offsets = st.lists(st.sampled_from(OFFSETS) | _floats(-1.0, -0.05) | _floats(0.05, 1.0), min_size=2, max_size=10)
-    return st.tuples(st.sampled_from(list(POLICY_KINDS)), offsets, st.integers(0, 2**16))
+    return st.tuples(st.sampled_from(_check_kinds(kinds)), offsets, st.integers(0, 2**16))
 
 
-def kl_stop_cases():
-    """``(kind, n, seed, step_at)``: the KL threshold goes between the KLs before steps step_at and step_at + 1."""
-    return st.tuples(st.sampled_from(list(POLICY_KINDS)), st.integers(3, 10), st.integers(0, 2**16), st.integers(1, 3))
+def kl_stop_cases(*, kinds=POLICY_KINDS):
+    """``(kind, n, seed, step_at, minibatches per epoch)``: the KL threshold goes after step_at of the stop rule's
+    tests; one or two minibatches per epoch (with two, the last minibatch's KL and the epoch mean differ)."""
+    return st.tuples(st.sampled_from(_check_kinds(kinds)), st.integers(4, 10), st.integers(0, 2**16), st.integers(1, 3),
+                     st.integers(1, 2))
 
 
-def first_step_cases(*, common: dict | None = None):
+def first_step_cases(*, common: dict | None = None, kinds=POLICY_KINDS):
     """``((kind, n, case seed), config)``: a ppo_update case and its config (``common`` plus a drawn minibatch size,
     shuffle seed, max_grad_norm, normalize_advantages and ent_coef)."""
-    if common is not None and not isinstance(common, dict):
-        raise InvalidArgument(f"common={common!r} must be a dict of config entries")
-    return _first_step_cases(dict(common or {}))
+    return _first_step_cases(_check_common(common), _check_kinds(kinds))
 
 
 @st.composite
-def _first_step_cases(draw, common):
-    kind = draw(st.sampled_from(["categorical", "gaussian"]))
+def _first_step_cases(draw, common, kinds):
+    kind = draw(st.sampled_from(kinds))
     n = draw(st.integers(2, 10))
     config = {**common, "minibatch_size": draw(st.integers(2, n)), "seed": draw(st.integers(0, 2**16)),
               "max_grad_norm": draw(st.sampled_from([1e6, 0.05, 0.5])),
               "normalize_advantages": draw(st.booleans()), "ent_coef": draw(st.sampled_from([0.0, 0.01, 0.1]))}
     return (kind, n, draw(st.integers(0, 2**16))), config
+
+
+LEARNING_RATES = {"categorical": (0.1, 0.5), "gaussian": (0.05, 0.2)}
+
+
+def update_cases(*, common: dict | None = None, kinds=POLICY_KINDS):
+    """``((kind, n, case seed, lr), config)``: a whole update, 1..3 epochs of minibatches of 2..n (a remainder,
+    possibly of one sample, in a last smaller one), with drawn max_grad_norm, normalize_advantages, ent_coef."""
+    return _update_cases(_check_common(common), _check_kinds(kinds))
+
+
+@st.composite
+def _update_cases(draw, common, kinds):
+    (kind, n, seed), config = draw(_first_step_cases(common, kinds))
+    config["epochs"] = draw(st.integers(1, 3))
+    return (kind, n, seed, draw(st.sampled_from(LEARNING_RATES[kind]))), config
+
+
+def value_clip_cases(*, common: dict | None = None, kinds=POLICY_KINDS):
+    """``((kind, n, case seed, lr, value spread), config)``: as ``update_cases``, with values_old = V + N(0, spread^2),
+    spread in [0.05, 1], and value_clip_eps drawn from 0.1, 0.2, 0.5 (unless ``common`` sets it)."""
+    return _value_clip_cases(_check_common(common), _check_kinds(kinds))
+
+
+@st.composite
+def _value_clip_cases(draw, common, kinds):
+    (kind, n, seed, lr), config = draw(_update_cases(common, kinds))
+    config["value_clip_eps"] = draw(st.sampled_from([0.1, 0.2, 0.5]))
+    return (kind, n, seed, lr, draw(_floats(0.05, 1.0))), config
+
+
+def minibatch_cases(*, kinds=POLICY_KINDS):
+    """``(kind, n, case seed, config)``: 8..12 samples, minibatches of 2..n - 1, 4 or 5 epochs. A correct update's
+    epochs all share one order with probability (1/n!)^(epochs - 1) <= (1/8!)^3 < 2e-14: the fresh-order test
+    cannot raise a false alarm in practice."""
+    return _minibatch_cases(_check_kinds(kinds))
+
+
+@st.composite
+def _minibatch_cases(draw, kinds):
+    kind, n = draw(st.sampled_from(kinds)), draw(st.integers(8, 12))
+    config = {"minibatch_size": draw(st.integers(2, n - 1)), "epochs": draw(st.integers(4, 5)), "seed": draw(st.integers(0, 2**16))}
+    return kind, n, draw(st.integers(0, 2**16)), config

@@ -67,7 +67,10 @@ def _one_run(ppo_update, seed: int, epochs: int, iterations: int) -> dict:
         kl.append([H.exact_kl(batch.W_old, snapshots[(e + 1) * per_step], batch.states) for e in range(epochs)])
         reported = H.as_numpy(diagnostics.get("approx_kl", []))
         approx.append(list(reported[:epochs]) + [np.nan] * (epochs - len(reported)))
-        ratios = H.as_numpy(diagnostics["ratios"])
+        if "ratios" in diagnostics:
+            ratios = H.as_numpy(diagnostics["ratios"])
+        else:  # not returned: the whole batch's ratios at the parameters of the first step (the same log pi_old)
+            ratios = np.exp(H.batch_log_ratio(snapshots[0], batch))
         first_dev = max(first_dev, float(np.max(np.abs(ratios - 1.0))))
         first_cf = max(first_cf, float(np.mean(np.abs(ratios - 1.0) > EPS)))
     return {"clip_fraction": np.mean(cf, axis=0), "kl": np.mean(kl, axis=0), "approx_kl": np.mean(approx, axis=0),
@@ -137,7 +140,9 @@ def table(by_subject: dict) -> Table:
             cf, kl, approx = (np.asarray(r[k]) for k in ("clip_fraction", "kl", "approx_kl"))
             for e in range(cf.shape[1]):
                 mean, se = mean_se(cf[:, e])
-                rows.append((subject, int(K), e + 1, mean, se, float(kl[:, e].mean()), float(np.nanmean(approx[:, e]))))
+                reported = approx[:, e][np.isfinite(approx[:, e])]  # empty where the update returns no approx_kl
+                rows.append((subject, int(K), e + 1, mean, se, float(kl[:, e].mean()),
+                             float(reported.mean()) if reported.size else float("nan")))
     return Table(("subject", "epochs", "epoch", "clip fraction", "s.e.", "KL(old||new) exact", "approx_kl (k3)"), tuple(rows))
 
 

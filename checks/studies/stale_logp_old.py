@@ -92,8 +92,12 @@ def _one_seed(ops: dict, seed: int, warmup: int) -> dict:
             _, logp_now, _ = recomputed.policy.evaluate_actions(batch.obs[idx], batch.actions[idx])  # the bug
         rows = {k: v[idx] for k, v in batch.arguments().items()}
         rows.update(logp_old=logp_now, advantages=adv[idx])
+        before = recomputed.W
         d = H.run_update(ops["ppo_update"], recomputed, batch, {**CONFIG, "epochs": 1, "minibatch_size": len(idx), "seed": seed}, **rows)
-        r = H.as_numpy(d["ratios"])
+        if "ratios" in d:
+            r = H.as_numpy(d["ratios"])
+        else:  # not returned: the minibatch's ratios at the parameters its one step was taken at
+            r = np.exp(H.log_policy(before)[batch.states[idx.numpy()], batch.actions.numpy()[idx.numpy()]] - logp_now.numpy())
         ratio_dev.append(float(np.max(np.abs(r - 1.0))))
         ratio_cf.append(float(np.mean(np.abs(r - 1.0) > EPS)))
     recomputed_W = recomputed.optimizer.before_step + [recomputed.W]

@@ -6,7 +6,7 @@ import torch
 RLSPEC_MUTANT = {"clauses": ["AC-ACTOR-WEIGHT-DETACHED"], "bug": "A3 actor-critic-missing-detach (actor weight)"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     target = rewards + gamma * torch.where(terminated, 0.0, next_values.detach())
     delta = target - values
     return -(logp * delta).mean(), delta.pow(2).mean()

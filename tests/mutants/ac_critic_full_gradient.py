@@ -7,6 +7,6 @@ import torch
 RLSPEC_MUTANT = {"clauses": ["AC-CRITIC-SEMI-GRADIENT"], "bug": "A3 actor-critic-missing-detach (critic target)"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     delta = rewards + gamma * torch.where(terminated, 0.0, next_values) - values
     return -(logp * delta.detach()).mean(), delta.pow(2).mean()

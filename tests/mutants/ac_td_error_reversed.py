@@ -6,7 +6,7 @@ import torch
 RLSPEC_MUTANT = {"clauses": ["AC-TD-ERROR", "AC-ACTOR-WEIGHT-DETACHED"], "bug": "TD error taken the other way round (V - target)"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     target = rewards + gamma * torch.where(terminated, 0.0, next_values.detach())
     delta = values - target
     return -(logp * delta.detach()).mean(), delta.pow(2).mean()

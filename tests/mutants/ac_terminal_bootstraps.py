@@ -4,6 +4,6 @@ on the bootstrap is missing), so the value of a terminal state leaks into the la
 RLSPEC_MUTANT = {"clauses": ["AC-TD-ERROR"], "bug": "terminal step bootstraps (the (1 - done) mask missing)"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     delta = rewards + gamma * next_values.detach() - values
     return -(logp * delta.detach()).mean(), delta.pow(2).mean()

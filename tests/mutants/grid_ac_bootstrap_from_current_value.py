@@ -7,7 +7,7 @@ import torch
 RLSPEC_MUTANT = {"clauses": ["GRID-ACTOR-CRITIC-TD-EXPECTATION"], "bug": "B6 timeout-bootstrap-uses-V(s_t)-not-V(s_{t+1})"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     bootstrap = torch.where(terminated.bool(), 0.0, values.detach())  # BUG: V(s_t), not next_values
     delta = rewards + gamma * bootstrap - values
     return -(logp * delta.detach()).mean(), delta.pow(2).mean()

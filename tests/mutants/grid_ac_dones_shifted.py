@@ -8,7 +8,7 @@ import torch
 RLSPEC_MUTANT = {"clauses": ["GRID-ACTOR-CRITIC-TD-EXPECTATION"], "bug": "B13 dones-buffer-written-twice"}
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     done = torch.roll(terminated.to(values.dtype), 1)  # BUG: dones[t] holds the flag of step t - 1
     done[0] = 0.0
     delta = rewards + gamma * (1.0 - done) * next_values.detach() - values

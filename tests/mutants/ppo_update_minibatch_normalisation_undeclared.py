@@ -3,7 +3,7 @@ i.e. whole-batch normalisation: the first step's advantages differ."""
 
 import torch
 
-RLSPEC_MUTANT = {"clauses": ["PPO-UPDATE-FIRST-STEP-GRADIENT"], "bug": "normalisation scope (per minibatch where per batch is declared)"}
+RLSPEC_MUTANT = {"clauses": ["PPO-UPDATE-FIRST-STEP-GRADIENT", "PPO-UPDATE-STEP-GRADIENTS"], "bug": "normalisation scope (per minibatch where per batch is declared)"}
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):

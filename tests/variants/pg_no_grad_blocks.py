@@ -1,5 +1,6 @@
 """Correct variant: weights and TD targets built under torch.no_grad(), an explicit sum / T, float
-masks from the bool flags, and F.mse_loss for the critic (a common actor_critic_losses layout)."""
+masks from the bool flags (done = terminated or truncated ends the episode, and a truncated one still
+bootstraps), and F.mse_loss for the critic (a common actor_critic_losses layout)."""
 
 import torch
 import torch.nn.functional as F
@@ -13,10 +14,11 @@ def reinforce_loss(logp, returns, baseline=None):
     return -torch.sum(logp * weights) / logp.shape[0]
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     with torch.no_grad():
-        not_done = 1.0 - terminated.to(values.dtype)
-        target = rewards + gamma * not_done * next_values  # a constant for the critic
+        done = terminated | truncated
+        bootstrap = (~done | (truncated & ~terminated)).to(values.dtype)  # a time limit is not terminal
+        target = rewards + gamma * bootstrap * next_values  # a constant for the critic
     advantage = (target - values).detach()
     actor_loss = -(logp * advantage).mean()
     critic_loss = F.mse_loss(values, target)

@@ -16,7 +16,7 @@ def reinforce_loss(logp, returns, baseline=None):
     return -(logp.float() * advantage).sum()
 
 
-def actor_critic_losses(logp, values, next_values, rewards, terminated, gamma):
+def actor_critic_losses(logp, values, next_values, rewards, terminated, truncated, gamma):
     v, v_next = values.float(), next_values.detach().float()
     delta = rewards.float() + torch.where(terminated, torch.zeros_like(v_next), gamma * v_next) - v
     actor_loss = -torch.dot(logp.float(), delta.detach())

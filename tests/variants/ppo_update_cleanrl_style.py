@@ -1,12 +1,12 @@
 """Correct variant: a PPO update in CleanRL's shape (ppo_continuous_action.py): the distribution from
 policy(obs) with the Gaussian log-prob summed over dimensions, advantages normalised per minibatch,
-the value loss clipped against the stored values with a 0.5 factor, and the KL checked once per
+the value loss clipped against the stored values by clip_eps with a 0.5 factor (clip_vloss), and the KL checked once per
 epoch on the last minibatch's approx_kl. Its conventions are declared."""
 
 import torch
 from torch import nn
 
-RLSPEC_CONVENTIONS = {"advantage_normalization": "minibatch", "value_loss_factor": 0.5}
+RLSPEC_CONVENTIONS = {"advantage_normalization": "minibatch", "value_loss_factor": 0.5, "value_clipping": "clip_eps"}
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):

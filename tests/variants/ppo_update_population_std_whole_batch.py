@@ -1,12 +1,12 @@
 """Correct variant: a minimal continuous-control update: normalisation over the whole batch
 with the population std (std(unbiased=False)), 0.5 * MSE for the value, the joint log-prob and
 entropy summed over action dimensions, and the KL early stop on the mean of the epoch's minibatch
-KLs. Its conventions are declared."""
+KLs, no value clipping. Its conventions are declared."""
 
 import torch
 import torch.nn.functional as F
 
-RLSPEC_CONVENTIONS = {"advantage_std_ddof": 0, "value_loss_factor": 0.5}
+RLSPEC_CONVENTIONS = {"advantage_std_ddof": 0, "value_loss_factor": 0.5, "kl_stop_statistic": "epoch-mean", "value_clipping": "none"}
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):

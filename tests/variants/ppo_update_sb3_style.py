@@ -1,11 +1,12 @@
 """Correct variant: a PPO update in Stable-Baselines3's shape (PPO.train): evaluate_actions, advantages
-normalised per minibatch (skipped for one sample), MSE value loss, and the KL checked before every
-optimizer step against 1.5 * target_kl, ending all epochs. Its conventions are declared."""
+normalised per minibatch (skipped for one sample), MSE value loss without clipping (clip_range_vf None,
+the default), and the KL checked before every optimizer step against 1.5 * target_kl, ending all epochs.
+Its conventions are declared."""
 
 import torch
 import torch.nn.functional as F
 
-RLSPEC_CONVENTIONS = {"advantage_normalization": "minibatch", "kl_stop": "minibatch", "kl_stop_factor": 1.5}
+RLSPEC_CONVENTIONS = {"advantage_normalization": "minibatch", "kl_stop": "minibatch", "kl_stop_factor": 1.5, "value_clipping": "none"}
 
 
 def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
