@@ -374,8 +374,14 @@ def _singled_out(context: Context) -> list[str]:
 
 
 def _precision_evidence(context: Context, failure: ClauseFailure) -> str:
-    """When every discrepancy is within what a lower precision's arithmetic would give (the bound scales with
-    the unit roundoff u: it is linear in u to first order), say so: a precision, not an algorithm."""
+    """When every discrepancy is within what a lower precision's arithmetic would give, say so: a precision, not
+    an algorithm. Two tests, both needed: the check's bound widened to the lower precision (linear in the unit
+    roundoff u to first order) holds the discrepancy, and on the failing input the candidate's outputs are the
+    right answer up to what that precision's arithmetic actually gives there (signatures.within_lower_precision:
+    the reference run again in float32). The second keeps a loose bound (one with a term that does not scale with
+    u) from calling any error a precision; where it cannot be measured, nothing is claimed."""
+    from . import signatures
+
     if failure.ratio is None or not context.calls:
         return ""
     u = context.calls[-1].unit_roundoff
@@ -383,7 +389,7 @@ def _precision_evidence(context: Context, failure: ClauseFailure) -> str:
         lower = protocol.UNIT_ROUNDOFF[name]
         if lower <= u:
             continue
-        if failure.ratio <= lower / u:
+        if failure.ratio <= lower / u and signatures.within_lower_precision(context.calls[-1], lower):
             return (f"precision: every discrepancy is within what {name} arithmetic gives (at most "
                     f"{failure.ratio:.3g} times the bound at the precision judged, a {name} bound is {lower / u:.3g} "
                     f"times as wide): if it computes or stores in {name}, declare RLSPEC_PRECISION "

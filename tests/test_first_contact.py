@@ -229,6 +229,36 @@ def test_a_float32_computation_gets_a_precision_finding_not_an_algorithmic_cause
     assert declared.ok, [r.message for r in declared.failures]
 
 
+def test_a_precision_finding_rests_on_what_float32_arithmetic_gives_on_the_failing_input():
+    """The scaled-tanh bound holds a term that does not scale with the unit roundoff (torch's softplus threshold,
+    4e-9 at float64): widened by 2^29 it would call the right answer + 0.1 "within float32". The finding is made
+    only when the reference, run again in float32 on the failing input, shows an error of that size; a log-density
+    computed in float32 still gets it."""
+    import numpy as np
+
+    from rlspec.checks import run_conformance
+    from rlspec.reference import gaussian as ref
+
+    class Shifted:
+        @staticmethod
+        def scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+            return ref.scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high) + 0.1
+
+    class Single:
+        @staticmethod
+        def scaled_tanh_gaussian_log_prob(mean, log_std, pre_tanh, low, high):
+            f = np.float32
+            args = (mean.astype(f), log_std.astype(f), pre_tanh.astype(f), low.astype(f), high.astype(f))
+            return ref.scaled_tanh_gaussian_log_prob(*args).astype(np.float64)
+
+    shifted = run_conformance(Shifted, clauses="TANH-SCALED-BOUNDS")["TANH-SCALED-BOUNDS"]
+    assert shifted.status == "fail" and not shifted.cause
+    assert not any(e.startswith("precision:") for e in shifted.evidence), shifted.evidence
+    single = run_conformance(Single, clauses="TANH-SCALED-BOUNDS")["TANH-SCALED-BOUNDS"]
+    assert single.status == "fail" and not single.cause
+    assert any(e.startswith("precision:") for e in single.evidence), single.evidence
+
+
 def test_misspelt_options_get_a_did_you_mean(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["check", "--candiate", "x.py"])
