@@ -3,8 +3,8 @@
     python benchmarks/causes.py [-n WORKERS] [--only NAME-GLOB] [--json ROWS.json] [--rows ROWS.json]
 
 For every mutant of tests/mutants (a named mistake) and every float32-arithmetic variant of tests/precision
-(correct math, lower precision), run the quick profile at seed 0 (one process per candidate, ``-n`` at a time;
-each candidate only on the clauses of the operations it provides), and for every failing clause record two
+(correct math, lower precision), run the quick profile at seed 0 (a fresh process per candidate, ``-n`` at a time,
+each only on the clauses of the operations it provides, killed after ``--limit`` seconds), and for every failing clause record two
 causes: the one printed now, and the one the rule of f25727a printed (the check's own text or the clause's fixed
 likely cause, always, whatever the numbers said). ``--rows`` judges a recorded run again without running it.
 
@@ -27,22 +27,19 @@ import json
 import runpy
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSIFIED = Path(__file__).with_name("causes.json")
 
 
-def run_one(kind: str, path: str) -> tuple[dict, list[dict], float]:
+def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
     """One candidate's failing clauses with both causes (in a process of its own)."""
     from rlspec.checks import signatures, verdict
     from rlspec.checks.engine import run_conformance
     from rlspec.checks.loader import load
     from rlspec.spec import catalogue
 
-    started = time.perf_counter()
     namespace = runpy.run_path(path)
     meta = namespace.get("RLSPEC_MUTANT", {}) if kind == "mutant" else {}
     doc = namespace.get("__doc__") or ""
@@ -70,12 +67,54 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict], float]:
         provided = load(path)
         ids = [c.id for c in catalogue.clauses() if all(provided.provides(op) for op in c.operations)]
         if ids:
-            run_conformance(provided, clauses=ids, profile="quick", seed=0)
+            run = run_conformance(provided, clauses=ids, profile="quick", seed=0)
+            info["slowest"] = sorted(([r.id, round(r.seconds, 1)] for r in run.results), key=lambda x: -x[1])[:3]
     except Exception as exc:  # noqa: BLE001 - a candidate the loader refuses is reported, not counted
         info["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         verdict._evidence, signatures.explain = original, explain
-    return info, rows, time.perf_counter() - started
+    return info, rows
+
+
+def run_all(jobs: list[tuple[str, str]], workers: int, limit: float) -> list[dict]:
+    """Every candidate in a fresh process (``--one``), ``workers`` at a time, each killed after ``limit`` s."""
+    import subprocess
+    import tempfile
+
+    results: dict[int, dict] = {}
+    running: list[tuple[int, subprocess.Popen, Path, float]] = []
+    queue = list(enumerate(jobs))
+    with tempfile.TemporaryDirectory() as folder:
+        while queue or running:
+            while queue and len(running) < workers:
+                index, (kind, path) = queue.pop(0)
+                out = Path(folder) / f"{index}.json"
+                process = subprocess.Popen([sys.executable, __file__, "--one", kind, path, str(out)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                running.append((index, process, out, time.perf_counter()))
+            time.sleep(0.2)
+            for entry in list(running):
+                index, process, out, began = entry
+                seconds = time.perf_counter() - began
+                if process.poll() is None and seconds < limit:
+                    continue
+                running.remove(entry)
+                kind, path = jobs[index]
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                    info = {"kind": kind, "candidate": Path(path).stem, "error": f"timed out after {limit:g} s"}
+                elif out.exists():
+                    info = json.loads(out.read_text(encoding="utf-8"))
+                else:
+                    tail = (process.stderr.read() or "").strip().splitlines()[-1:]
+                    info = {"kind": kind, "candidate": Path(path).stem, "error": f"exit {process.returncode}: {tail}"}
+                process.stderr.close()
+                info["seconds"] = round(seconds, 1)
+                results[index] = info
+                print(f"  [{len(results)}/{len(jobs)}] {info['candidate']}: {len(info.get('rows', []))} failing, "
+                      f"{seconds:.0f} s {info.get('slowest', '')} {info.get('error', '')}", file=sys.stderr, flush=True)
+    return [results[i] for i in sorted(results)]
 
 
 def judge(candidates: list[dict], classified: dict[str, list[str]]) -> tuple[dict, list[str]]:
@@ -144,7 +183,14 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=1, help="candidates run at a time")
     parser.add_argument("--json", help="write every candidate's failing clauses and their causes here")
     parser.add_argument("--rows", help="judge the candidates recorded by an earlier --json instead of running them")
+    parser.add_argument("--limit", type=float, default=1800.0, help="seconds before a candidate's process is killed")
+    parser.add_argument("--one", nargs=3, metavar=("KIND", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        kind, path, out = args.one
+        info, rows = run_one(kind, path)
+        Path(out).write_text(json.dumps({**info, "rows": rows}), encoding="utf-8")
+        return 0
 
     classified = json.loads(CLASSIFIED.read_text(encoding="utf-8"))["causes"] if CLASSIFIED.exists() else {}
     started = time.perf_counter()
@@ -153,12 +199,7 @@ def main() -> int:
     else:
         jobs = [(kind, str(path)) for kind, folder in (("mutant", Path(args.mutants)), ("variant", Path(args.precision)))
                 for path in sorted(folder.glob("*.py")) if fnmatch.fnmatch(path.stem, args.only)]
-        candidates = []
-        with ProcessPoolExecutor(max_workers=args.workers, mp_context=get_context("spawn")) as pool:
-            for info, rows, seconds in pool.map(run_one, *zip(*jobs)):
-                info.update(rows=rows, seconds=round(seconds, 2))
-                candidates.append(info)
-                print(f"  {info['candidate']}: {len(rows)} failing, {seconds:.1f} s", file=sys.stderr, flush=True)
+        candidates = run_all(jobs, args.workers, args.limit)
     totals, lines = judge(candidates, classified)
     print("\n".join(lines))
     print(json.dumps(totals, indent=1))
