@@ -3,8 +3,9 @@
     python benchmarks/causes.py [-n WORKERS] [--only NAME-GLOB] [--json ROWS.json] [--rows ROWS.json]
 
 For every mutant of tests/mutants (a named mistake) and every float32-arithmetic variant of tests/precision
-(correct math, lower precision), run the quick profile at seed 0 (a fresh process per candidate, ``-n`` at a time,
-each only on the clauses of the operations it provides, killed after ``--limit`` seconds), and for every failing clause record two
+(correct math, lower precision), run the quick profile at seed 0 (``-n`` worker processes, each candidate
+only on the clauses of the operations it provides; a candidate that takes more than ``--limit`` seconds is
+reported and its worker replaced), and for every failing clause record two
 causes: the one printed now, and the one the rule of f25727a printed (the check's own text or the clause's fixed
 likely cause, always, whatever the numbers said). ``--rows`` judges a recorded run again without running it.
 
@@ -76,44 +77,85 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
     return info, rows
 
 
+def serve(folder: str) -> None:
+    """A worker: run the candidates named on stdin (``INDEX KIND PATH`` lines), one at a time, each into
+    ``folder/INDEX.json``, answering ``done INDEX`` (imports are paid once per worker, not per candidate)."""
+    for line in sys.stdin:
+        index, kind, path = line.rstrip("\n").split(" ", 2)
+        info, rows = run_one(kind, path)
+        Path(folder, f"{index}.json").write_text(json.dumps({**info, "rows": rows}), encoding="utf-8")
+        print(f"done {index}", flush=True)
+
+
 def run_all(jobs: list[tuple[str, str]], workers: int, limit: float) -> list[dict]:
-    """Every candidate in a fresh process (``--one``), ``workers`` at a time, each killed after ``limit`` s."""
+    """Every candidate, on ``workers`` worker processes (:func:`serve`); a worker that spends more than ``limit``
+    seconds on one candidate is killed (the candidate reported as timed out) and replaced."""
+    import selectors
     import subprocess
     import tempfile
 
     results: dict[int, dict] = {}
-    running: list[tuple[int, subprocess.Popen, Path, float]] = []
     queue = list(enumerate(jobs))
+    chooser = selectors.DefaultSelector()
     with tempfile.TemporaryDirectory() as folder:
-        while queue or running:
-            while queue and len(running) < workers:
-                index, (kind, path) = queue.pop(0)
-                out = Path(folder) / f"{index}.json"
-                process = subprocess.Popen([sys.executable, __file__, "--one", kind, path, str(out)],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                running.append((index, process, out, time.perf_counter()))
-            time.sleep(0.2)
-            for entry in list(running):
-                index, process, out, began = entry
-                seconds = time.perf_counter() - began
-                if process.poll() is None and seconds < limit:
+        def start():
+            process = subprocess.Popen([sys.executable, __file__, "--serve", folder], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            return {"process": process, "job": None, "began": 0.0}
+
+        def give(worker) -> None:
+            index, (kind, path) = queue.pop(0)
+            worker.update(job=index, began=time.perf_counter())
+            worker["process"].stdin.write(f"{index} {kind} {path}\n")
+            worker["process"].stdin.flush()
+
+        def finish(index: int, info: dict, seconds: float) -> None:
+            info["seconds"] = round(seconds, 1)
+            results[index] = info
+            print(f"  [{len(results)}/{len(jobs)}] {info['candidate']}: {len(info.get('rows', []))} failing, "
+                  f"{seconds:.0f} s {info.get('slowest', '')} {info.get('error', '')}", file=sys.stderr, flush=True)
+
+        pool = [start() for _ in range(min(workers, len(jobs)))]
+        for worker in pool:
+            chooser.register(worker["process"].stdout, selectors.EVENT_READ, worker)
+            if queue:
+                give(worker)
+        while len(results) < len(jobs):
+            for key, _ in chooser.select(timeout=1.0):
+                worker = key.data
+                line = worker["process"].stdout.readline()
+                index = worker["job"]
+                if index is None:
                     continue
-                running.remove(entry)
+                seconds = time.perf_counter() - worker["began"]
                 kind, path = jobs[index]
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                    info = {"kind": kind, "candidate": Path(path).stem, "error": f"timed out after {limit:g} s"}
-                elif out.exists():
-                    info = json.loads(out.read_text(encoding="utf-8"))
-                else:
-                    tail = (process.stderr.read() or "").strip().splitlines()[-1:]
-                    info = {"kind": kind, "candidate": Path(path).stem, "error": f"exit {process.returncode}: {tail}"}
-                process.stderr.close()
-                info["seconds"] = round(seconds, 1)
-                results[index] = info
-                print(f"  [{len(results)}/{len(jobs)}] {info['candidate']}: {len(info.get('rows', []))} failing, "
-                      f"{seconds:.0f} s {info.get('slowest', '')} {info.get('error', '')}", file=sys.stderr, flush=True)
+                out = Path(folder, f"{index}.json")
+                if line.startswith("done") and out.exists():
+                    finish(index, json.loads(out.read_text(encoding="utf-8")), seconds)
+                else:  # the worker died: report the candidate, start another worker
+                    finish(index, {"kind": kind, "candidate": Path(path).stem, "error": "the worker died"}, seconds)
+                    chooser.unregister(worker["process"].stdout)
+                    worker.update(start())
+                    chooser.register(worker["process"].stdout, selectors.EVENT_READ, worker)
+                worker["job"] = None
+                if queue:
+                    give(worker)
+            for worker in pool:
+                if worker["job"] is not None and time.perf_counter() - worker["began"] > limit:
+                    index = worker["job"]
+                    kind, path = jobs[index]
+                    chooser.unregister(worker["process"].stdout)
+                    worker["process"].kill()
+                    worker["process"].wait()
+                    finish(index, {"kind": kind, "candidate": Path(path).stem, "error": f"timed out after {limit:g} s"},
+                           limit)
+                    worker.update(start(), job=None)
+                    chooser.register(worker["process"].stdout, selectors.EVENT_READ, worker)
+                    if queue:
+                        give(worker)
+        for worker in pool:
+            worker["process"].stdin.close()
+            worker["process"].wait()
     return [results[i] for i in sorted(results)]
 
 
@@ -125,7 +167,7 @@ def judge(candidates: list[dict], classified: dict[str, list[str]]) -> tuple[dic
     for answers in signatures.catalogue().values():
         for a in answers:
             by_text.setdefault(a.cause, set()).update({a.name, a.bug})
-    bugs = {c["candidate"]: c["bug"] for c in candidates if c["kind"] == "mutant"}
+    bugs = {c["candidate"]: c.get("bug", "") for c in candidates if c["kind"] == "mutant"}
 
     def verdict_of(text: str, mutant: str, source: str) -> str:
         if source == "signatures" and text in by_text:
@@ -184,12 +226,10 @@ def main() -> int:
     parser.add_argument("--json", help="write every candidate's failing clauses and their causes here")
     parser.add_argument("--rows", help="judge the candidates recorded by an earlier --json instead of running them")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds before a candidate's process is killed")
-    parser.add_argument("--one", nargs=3, metavar=("KIND", "PATH", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:
-        kind, path, out = args.one
-        info, rows = run_one(kind, path)
-        Path(out).write_text(json.dumps({**info, "rows": rows}), encoding="utf-8")
+    if args.serve:
+        serve(args.serve)
         return 0
 
     classified = json.loads(CLASSIFIED.read_text(encoding="utf-8"))["causes"] if CLASSIFIED.exists() else {}
