@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSIFIED = Path(__file__).with_name("causes.json")
+CLAUSE_SECONDS = 120  # a clause's limit (the command line's quick profile: 30 s, isolated; this machine is shared)
 
 
 def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
@@ -63,7 +64,27 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
                      "source": source, "known": known})
         return cause, known, features
 
-    verdict._evidence, signatures.explain = recording, recording_explain
+    import signal
+
+    from rlspec.checks import engine
+
+    clause_run = engine.run_clause
+
+    def timed_clause(*args, **kwargs):
+        """A clause over CLAUSE_SECONDS is an error, as an isolated run's time limit makes it (no cause either
+        way): gae_mixture_without_tail's O(T K^2) loop never ends on the long float32 rollout."""
+        def stop(signum, frame):
+            raise TimeoutError(f"over {CLAUSE_SECONDS} s")
+
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.alarm(CLAUSE_SECONDS)
+        try:
+            return clause_run(*args, **kwargs)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+    verdict._evidence, signatures.explain, engine.run_clause = recording, recording_explain, timed_clause
     try:
         provided = load(path)
         ids = [c.id for c in catalogue.clauses() if all(provided.provides(op) for op in c.operations)]
@@ -73,7 +94,7 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
     except Exception as exc:  # noqa: BLE001 - a candidate the loader refuses is reported, not counted
         info["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        verdict._evidence, signatures.explain = original, explain
+        verdict._evidence, signatures.explain, engine.run_clause = original, explain, clause_run
     return info, rows
 
 
