@@ -16,7 +16,8 @@ How a printed cause is judged (honestly: a cause is right only if it describes *
 - any other text (a check's own diagnosis, a clause's fixed likely cause) is looked up in
   ``benchmarks/causes.json``, a hand classification kept as data: each distinct text with the mutants whose
   bug it describes (by file stem). Right when this mutant is listed; wrong when the text is classified and this
-  mutant is not; *unjudged* when the text is not classified yet (printed, and counted apart: classify it);
+  mutant is not; *no cause* when the text names none (a restatement of the failure); *unjudged* when the text is
+  not classified yet (printed, and counted apart: classify it);
 - a float32 variant has no algorithmic bug: any cause printed for it is wrong (a precision finding is not a cause).
 """
 
@@ -190,16 +191,21 @@ def judge(candidates: list[dict], classified: dict[str, list[str]]) -> tuple[dic
             by_text.setdefault(a.cause, set()).update({a.name, a.bug})
     bugs = {c["candidate"]: c.get("bug", "") for c in candidates if c["kind"] == "mutant"}
 
+    causes, no_cause = classified.get("causes", {}), set(classified.get("no cause", ()))
+
     def verdict_of(text: str, mutant: str, source: str) -> str:
         if source == "signatures" and text in by_text:
             return "right" if by_text[text] & {mutant, bugs.get(mutant, "")} else "wrong"
-        if text not in classified:
+        if text in no_cause:
+            return "no cause"
+        if text not in causes:
             return "unjudged"
-        return "right" if mutant in classified[text] or bugs.get(mutant) in classified[text] else "wrong"
+        return "right" if mutant in causes[text] else "wrong"
 
     totals = {key: 0 for key in (
-        "mutants", "mutant failures", "before: printed", "before: right", "before: wrong", "before: unjudged",
-        "now: printed", "now: right", "now: wrong", "now: unjudged", "now: from signatures", "now: from diagnosis",
+        "mutants", "mutant failures", "before: printed", "before: right", "before: wrong", "before: no cause",
+        "before: unjudged", "now: printed", "now: right", "now: wrong", "now: no cause", "now: unjudged",
+        "now: from signatures", "now: from diagnosis",
         "now: precision findings", "variants", "variant failures", "variant before: algorithmic",
         "variant now: algorithmic", "variant now: precision findings")}
     lines = []
@@ -230,7 +236,7 @@ def judge(candidates: list[dict], classified: dict[str, list[str]]) -> tuple[dic
                 totals[f"now: from {row['source']}"] += 1
                 row["new verdict"] = verdict_of(row["new"], c["candidate"], row["source"])
                 totals[f"now: {row['new verdict']}"] += 1
-                if row["new verdict"] != "right":
+                if row["new verdict"] in ("wrong", "unjudged"):
                     lines.append(f"  {row['new verdict']} now: {c['candidate']} ({c['bug']}) {row['clause']} "
                                  f"[{row['source']}]: {row['new']}")
             if row.get("old verdict") == "unjudged":
@@ -253,7 +259,7 @@ def main() -> int:
         serve(args.serve)
         return 0
 
-    classified = json.loads(CLASSIFIED.read_text(encoding="utf-8"))["causes"] if CLASSIFIED.exists() else {}
+    classified = json.loads(CLASSIFIED.read_text(encoding="utf-8")) if CLASSIFIED.exists() else {}
     started = time.perf_counter()
     if args.rows:
         candidates = json.loads(Path(args.rows).read_text(encoding="utf-8"))
