@@ -57,7 +57,10 @@ def _diagnose_truncated(actual, tol):
     known_wrong = [
         ([0.875, 0.5, 1.125, 1.5], "truncation treated as termination: no bootstrap from next_values at the time limit"),
         ([1.0078125, 1.03125, 1.125, 1.5], "truncation neither ends the trace nor uses next_values: it bootstraps from values[t+1], the next episode's first state"),
-        ([0.9375, 0.75, 1.125, 1.5], "the time-limit bootstrap uses V(s_t), the value before the action, instead of next_values[t]"),
+        # values are 0.5 everywhere here: V(s_t) (the value before the action) and values[t+1] (the next episode's
+        # first state) give the same numbers
+        ([0.9375, 0.75, 1.125, 1.5], "the time-limit bootstrap uses a stored value, V(s_t) or values[t+1] (both 0.5 here), "
+                                     "instead of next_values[t], the value of the final observation"),
         ([1.125, 1.5, 1.125, 1.5], "the time-limit bootstrap uses values[t+1], the next episode's first state"),
     ]
     for answer, cause in known_wrong:

@@ -910,12 +910,15 @@ def check_awr(ctx, log_prob, advantages, beta, *, what, cause=""):
     require_finite(actual, what, call, "overflow: exp(beta A) is inf and the clip did not catch it (or inf * 0)")
 
     def named(v, scale):
+        """The one alternative the values match; none when several do (below the clip, no clip and a clip of the
+        exponent give the same exp(beta A): only an exponent above log W tells them apart)."""
+        found = []
         for alternative, reason in awr_alternatives(rule, adv, beta):
             with np.errstate(invalid="ignore", over="ignore"):
                 alt = alternative * scale
             if np.all(np.isfinite(alt)) and matches(v, alt, tol + 4 * u * np.abs(alt)) and not matches(w * scale, alt, tol):
-                return reason
-        return ""
+                found.append(reason)
+        return found[0] if len(found) == 1 else ""
 
     assert_close(actual, loss, tol, what=f"{what}: -w log pi, w = {describe_rule(rule)} (beta = {beta:g})", call=call.code, cause=cause,
                  diagnose=lambda v: named(v, -lp))

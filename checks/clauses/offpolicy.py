@@ -409,11 +409,11 @@ def check_unchanged(net: NetCall):
 
 
 def first_match(actual, tol, alternatives) -> str:
-    """The cause of the first known-wrong alternative ``actual`` matches (``alternatives``: [(values, cause)])."""
-    for values, cause in alternatives:
-        if values is not None and matches(actual, values, tol):
-            return cause
-    return ""
+    """The cause of the known-wrong alternative ``actual`` matches (``alternatives``: [(values, cause)]); none when
+    several different ones match (the input cannot tell them apart: on one call per step, a counter that restarts
+    in every call and one compared before its reset can give the same schedule)."""
+    found = list(dict.fromkeys(cause for values, cause in alternatives if values is not None and matches(actual, values, tol)))
+    return found[0] if len(found) == 1 else ""
 
 
 def flag_masks(case: Case) -> dict:

@@ -249,7 +249,7 @@ def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
         raise ClauseFailure(
             f"loss {loss!r} is below the unclipped -r A = {unclipped!r} (r = {r:.6g}, A = {adv[0]:.6g}, "
             f"eps = {clip_eps}): the objective exceeds the importance-sampled surrogate (tol {tol:.3g})",
-            call=call.code,
+            call=call.code, ratio=(unclipped - loss) / tol if tol > 0 else None,  # a rounding error is not a missing min
             cause="the clipped term is used without the min, or the max of the two terms is taken",
         )
     lo, hi = conv.bounds(clip_eps)
@@ -859,12 +859,13 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2):
     if run.optimizer.steps != expected_steps:
         path = ", ".join(f"{v:.4g}" for v in kl[: j + 3])
         reported = ", ".join(f"{v:.4g}" for v in run.approx_kl[:8])
-        k1_like = len(run.approx_kl) > 0 and bool(np.all(run.approx_kl <= 0))
+        # k3 is never negative; k1 is, once the sampled actions gained probability (all zero: a ratio of 1 says nothing)
+        k1_like = len(run.approx_kl) > 0 and bool(np.all(run.approx_kl <= 0)) and bool(np.any(run.approx_kl < 0))
         raise ClauseFailure(
             f"with target_kl = {target:.4g} (x factor {conv.kl_stop_factor}) ppo_update took {run.optimizer.steps} optimizer "
             f"steps; expected {expected_steps}: it must stop {where} (kl_stop {conv.kl_stop!r}). Exact k3 KL(old || new) "
             f"before steps 0, 1, ...: {path}; the candidate reported approx_kl {reported or 'nothing'}",
-            call=run.code,
+            call=run.code, diagnosed=k1_like,  # otherwise the usual suspect, not read from the numbers
             cause="approx_kl is k1 = mean(-log r), which is <= 0 when the sampled actions gained probability" if k1_like
             else "target_kl is not read, or the KL is compared at another time than the declared kl_stop",
         )
@@ -875,7 +876,7 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2):
     exact, tol = zip(*(kl_and_tolerance(run, k) for k in range(j + 2)))
     assert_close(run.approx_kl, exact, tol, what="reported approx_kl vs k3 = mean(r - 1 - log r) before each check",
                  call=run.code, cause="approx_kl is not the k3 estimate of KL(old || new), measured before the step",
-                 diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) else "")
+                 diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) and np.any(a < 0) else "")
     if run.epochs != expected_steps:
         raise ClauseFailure(f"ppo_update reported epochs = {run.epochs}; it took a step in {expected_steps} epochs",
                             call=run.code, cause="epochs must count the epochs in which the update took a step")
