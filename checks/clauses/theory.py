@@ -754,6 +754,7 @@ def normalisation_bias(ctx):
                 f"got {actual[k]:.10g} (|diff| {abs(actual[k] - expected[k]):.3g} > tol {tol[k]:.3g}; grad J = {np.round(grad, 6).tolist()})",
                 table=mismatch_table("logit", [(str(j), expected[j], actual[j], abs(actual[j] - expected[j]), tol[j]) for j in off]),
                 call=calls[0].code + f"  # and the other {len(calls) - 1} batches",
+                diagnosed=False, ratio=float(np.max(np.abs(actual - expected)[off] / tol[off])),  # the usual suspect
                 cause="the batch is not normalised by its own mean and declared std: the mean is added back or the std has "
                       "another ddof or eps form than declared")
 
