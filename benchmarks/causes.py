@@ -52,8 +52,8 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
     original, explain = verdict._evidence, signatures.explain
     matched: list[str] = []
 
-    def recording_explain(calls):
-        cause, listed = explain(calls)
+    def recording_explain(*args, **kwargs):
+        cause, listed = explain(*args, **kwargs)
         matched.append(cause)
         return cause, listed
 

@@ -159,10 +159,28 @@ def _close(a: list[np.ndarray], b: list[np.ndarray], u: float, scale: float = 1.
     return True
 
 
-def matching(call) -> list[WrongAnswer]:
-    """The known mistakes whose output on ``call``'s input is the candidate's and not the right answer."""
+def declares_for(operation: str, conventions: dict[str, Any]) -> bool:
+    """Whether ``conventions`` (a candidate's declarations) change a convention ``operation`` reads from its default:
+    the mutants compute their mistakes against the defaults, so under another declaration the reference is not the
+    right answer and a mistake's output is no evidence (a declared group_singleton = 'score' makes verl's singleton
+    right, not "undeclared")."""
+    for key, value in (conventions or {}).items():
+        try:
+            spec = contract.convention(key)
+        except Exception:  # noqa: BLE001 - validated at load; an unknown key cannot reach here
+            continue
+        if operation in spec.operations and value != spec.default:
+            return True
+    return False
+
+
+def matching(call, conventions: dict[str, Any] | None = None) -> list[WrongAnswer]:
+    """The known mistakes whose output on ``call``'s input is the candidate's and not the right answer (none when
+    the candidate declares a convention of the operation other than the default: see :func:`declares_for`)."""
     answers = catalogue().get(call.operation, ())
     if not answers or not call.args or call.operation not in plain_operations():
+        return []
+    if declares_for(call.operation, conventions or {}):
         return []
     if sum(np.size(v) for v in call.args.values() if isinstance(v, np.ndarray)) > MAX_ELEMENTS:
         return []  # a long rollout: a dozen mistakes' Python loops over it would cost more than the clause
@@ -236,12 +254,13 @@ def _outputs_at(call, dtype) -> list[np.ndarray] | None:
     return again.outputs
 
 
-def explain(calls) -> tuple[str, list[str]]:
+def explain(calls, conventions: dict[str, Any] | None = None) -> tuple[str, list[str]]:
     """``(likely cause, known)`` from the calls a failing check made, latest first: the one mistake that
-    matches (or "" if none or several), and what else is known (several matching mistakes, listed)."""
+    matches (or "" if none or several), and what else is known (several matching mistakes, listed).
+    ``conventions``: the candidate's declarations (see :func:`declares_for`)."""
     for call in reversed(calls):
         try:
-            found = matching(call)
+            found = matching(call, conventions)
         except Exception:  # noqa: BLE001 - the evidence is a help; never let it break a verdict
             found = []
         causes = list(dict.fromkeys(a.cause for a in found))

@@ -406,7 +406,7 @@ def _evidence(context: Context, clause: catalogue.Clause, failure: ClauseFailure
     from . import signatures
 
     known: list[str] = []
-    cause, listed = signatures.explain(context.calls)
+    cause, listed = signatures.explain(context.calls, context.candidate.conventions)
     known += listed
     computed = failure.diagnosed if failure.diagnosed is not None else failure.cause != clause.likely_cause
     precision = "" if cause else _precision_evidence(context, failure)
@@ -416,6 +416,8 @@ def _evidence(context: Context, clause: catalogue.Clause, failure: ClauseFailure
     # explains every discrepancy (a structural test such as L_clip <= L_IS fails by a rounding error in float32)
     if not cause and computed and failure.cause and not listed and not precision:
         cause = failure.cause
+    if not cause and not listed and getattr(failure, "alternatives", ()):
+        known.append("the outputs match each of these known mistakes: " + "; or ".join(failure.alternatives))
     if precision:
         known.append(precision)
     singled = _singled_out(context)

@@ -665,7 +665,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
             rules.append("the returned trial does not improve the surrogate: the first trial within the KL budget is accepted, "
                          "only the KL is tested")
         if t > 0 and (rules or not (improves and within)):
-            return rules[0] if len(rules) == 1 else ""
+            return rules  # several are listed, none claimed
         if ratio and t > 0 and scenario.S(t) - scenario.S(0.0) <= ratio * scenario.a * t:
             k_got = math.log(t) / math.log(beta)
             if k_got >= 2 and abs(k_got - round(k_got)) < 1e-9:
