@@ -246,11 +246,17 @@ def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
     tol = clip_loss_tolerance(lpn, lpo, adv, clip_eps, conv, call.unit_roundoff)
     unclipped = -r * float(adv[0])
     if loss < unclipped - tol:
+        # min(r A, clip(r) A) <= r A always: above it, the min is gone, or (with a declared dual clip) its floor c A
+        # reached a positive advantage
+        floor = conv.dual_clip is not None and adv[0] > 0 and abs(loss + conv.dual_clip * float(adv[0])) <= tol
         raise ClauseFailure(
             f"loss {loss!r} is below the unclipped -r A = {unclipped!r} (r = {r:.6g}, A = {adv[0]:.6g}, "
             f"eps = {clip_eps}): the objective exceeds the importance-sampled surrogate (tol {tol:.3g})",
             call=call.code, ratio=(unclipped - loss) / tol if tol > 0 else None,  # a rounding error is not a missing min
-            cause="the clipped term is used without the min, or the max of the two terms is taken",
+            diagnosed=floor or conv.dual_clip is None,
+            cause=(f"the dual clip reaches a positive advantage: max(min(r A, clip(r) A), c A) lifts A > 0 to c A = "
+                   f"{conv.dual_clip * float(adv[0]):.6g} while r < c (bug C4)") if floor
+            else "the clipped term is used without the min, or the max of the two terms is taken",
         )
     lo, hi = conv.bounds(clip_eps)
     rel = float(ratio_relative_error(lpn, lpo, call.unit_roundoff)[0])
