@@ -13,9 +13,11 @@ class ClauseFailure(AssertionError):
     """The candidate ran and returned something usable that contradicts the clause."""
 
     def __init__(self, message: str, *, table: str = "", call: str = "", cause: str = "", diagnosed: bool | None = None,
-                 ratio: float | None = None):
+                 ratio: float | None = None, alternatives: Sequence[str] = ()):
         super().__init__(message)
         self.message, self.table, self.call, self.cause = message, table, call, cause
+        # several known mistakes the numbers match equally (the input cannot tell them apart): listed, none likely
+        self.alternatives = tuple(alternatives)
         # diagnosed: ``cause`` comes from the numbers (they match a known wrong answer), not a clause's usual
         # suspect; None (raised by a check's own code): a computed cause unless it is the clause's fixed text
         self.diagnosed = diagnosed
@@ -50,7 +52,8 @@ def assert_close(
 ) -> None:
     """Elementwise ``|actual - expected| <= tol``; on failure a table of the worst offenders.
 
-    ``diagnose(actual)`` may name the specific mistake the numbers match (it overrides ``cause``).
+    ``diagnose(actual)`` may name the specific mistake the numbers match (it overrides ``cause``), or return the
+    list of those they match: one is the diagnosis, several are listed as equally likely (none is claimed).
     """
     __tracebackhide__ = True
     actual = np.asarray(actual, dtype=np.float64)
@@ -68,6 +71,10 @@ def assert_close(
     worst = tuple(int(i) for i in offenders[0])
     shown = worst[0] if len(worst) == 1 else worst
     specific = diagnose(actual) if diagnose else ""
+    alternatives: list[str] = []
+    if not isinstance(specific, str):
+        alternatives = list(dict.fromkeys(r for r in specific if r))
+        specific = alternatives.pop() if len(alternatives) == 1 else ""
     message = (
         f"{what}: expected {_number(expected[worst])} at index {shown}, got {_number(actual[worst])} "
         f"(|diff| {_number(diff[worst])} > tol {_number(tol[worst])}; {int(bad.sum())} of {bad.size} elements off)"
@@ -81,6 +88,7 @@ def assert_close(
         cause=specific or cause,
         diagnosed=bool(specific),
         ratio=ratio if math.isfinite(ratio) else None,
+        alternatives=alternatives,
     )
 
 

@@ -9,6 +9,15 @@ adds one test item per clause, collected under the candidate's own file: the nod
 built-in candidate is collected under its module's file. Without ``--rlspec-candidate`` the plugin adds
 nothing, so it is harmless in any project's test run. A candidate that cannot load, provides no operation,
 has a name near an operation's or lacks a required one stops the run as a usage error (one line).
+
+The plugin reads the project's ``[tool.rlspec]`` (checks/config.py) as ``rlspec check`` does: the first
+``pyproject.toml`` with that table from the folder pytest was started in upwards, or ``--rlspec-config FILE``;
+the same validation and the same one-line errors (a usage error here); an option on the command line wins.
+``pytest --rlspec`` runs the table's ``candidate``. Its candidate, profile, seed, dtype, device, only, require,
+xfail, xfail-strict, precision and conventions apply; json, junit, workers, time-limit, memory-limit, color and
+annotate belong to the command line (pytest has ``--junitxml`` and ``-n``). A declared deviation that fails is
+pytest's ``xfailed``; one that passes is pytest's unexpected pass, XPASS, and with ``xfail-strict`` (rlspec's, or
+else pytest's own ``xfail_strict`` ini option) a failure ``[XPASS(strict)]``, as for an ``xfail`` mark.
 """
 
 from __future__ import annotations
@@ -20,29 +29,77 @@ from pathlib import Path
 import pytest
 
 
+DEFAULTS = {"profile": "quick", "seed": 0, "dtype": "float64", "device": "cpu"}
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("rlspec", "rlspec conformance suite")
     group.addoption("--rlspec-candidate", metavar="SPEC", help="check this candidate (built-in name, module or file)")
-    group.addoption("--rlspec-profile", default="quick", choices=["quick", "ci", "thorough"])
-    group.addoption("--rlspec-seed", type=int, default=0)
-    group.addoption("--rlspec-dtype", default="float64", choices=["float64", "float32"])
+    group.addoption("--rlspec", action="store_true", help="check the candidate [tool.rlspec] names")
+    group.addoption("--rlspec-config", metavar="FILE", help="read [tool.rlspec] from this pyproject.toml (default: the "
+                    "first one with that table from the folder pytest was started in upwards)")
+    group.addoption("--rlspec-profile", default=None, choices=["quick", "ci", "thorough"], help="default quick")
+    group.addoption("--rlspec-seed", type=int, default=None, help="default 0")
+    group.addoption("--rlspec-dtype", default=None, choices=["float64", "float32"], help="default float64")
+    group.addoption("--rlspec-device", default=None, metavar="DEVICE", help="cpu (the default) or cuda")
     group.addoption("--rlspec-only", metavar="PATTERN", help="comma-separated clause ids, globs or chapters")
     group.addoption("--rlspec-xfail", metavar="FILE", help="expected deviations, CLAUSE-ID  # reason per line")
-    group.addoption("--rlspec-xfail-strict", action="store_true", help="an xfail entry whose clause passes fails")
+    group.addoption("--rlspec-xfail-strict", action="store_true", default=None,
+                    help="an xfail entry whose clause passes (XPASS) fails, as pytest's xfail_strict")
     group.addoption("--rlspec-require", metavar="OPS", help="operations the candidate must provide (comma-separated)")
 
 
-def _options(config) -> dict:
-    return {
-        "profile": config.getoption("rlspec_profile"),
-        "seed": config.getoption("rlspec_seed"),
-        "dtype": config.getoption("rlspec_dtype"),
-        "xfail_strict": config.getoption("rlspec_xfail_strict"),
-    }
+def _settings(config) -> dict:
+    """The command line over ``[tool.rlspec]`` over the defaults (as ``rlspec check`` has them); raises
+    pytest.UsageError with the CLI's one line for a table it cannot accept."""
+    from . import config as config_
+    from .engine import PROFILES, UsageError, read_xfail_file
+
+    named = config.getoption("rlspec_config")
+    try:
+        if named and not Path(named).is_file():
+            raise config_.ConfigError(f"--rlspec-config {named}: no such file")
+        table = config_.read(named or config_.find(Path(config.invocation_params.dir)))
+    except config_.ConfigError as exc:
+        raise pytest.UsageError(f"rlspec: {exc}") from None
+    given = lambda key: config.getoption(f"rlspec_{key}")  # noqa: E731
+    settings = {key: given(key) if given(key) is not None else table.get(key, default) for key, default in DEFAULTS.items()}
+    settings["candidate"] = given("candidate") or table.get("candidate")
+    settings["only"] = given("only") if given("only") is not None else table.get("only")
+    if given("xfail_strict") is not None:
+        strict = given("xfail_strict")
+    elif "xfail_strict" in table.values:
+        strict = table.get("xfail_strict")
+    else:
+        strict = bool(config.getini("xfail_strict"))  # pytest's own: how it treats an xfail mark that passes
+    settings["xfail_strict"] = strict
+    where = f"{table.path}: [tool.rlspec]"
+    if settings["profile"] not in PROFILES:
+        raise pytest.UsageError(f"rlspec: {where} profile = {settings['profile']!r}; choose one of {', '.join(PROFILES)}")
+    if settings["dtype"] not in ("float64", "float32"):
+        raise pytest.UsageError(f"rlspec: {where} dtype = {settings['dtype']!r}; choose float64 or float32")
+    overrides = table.overrides
+    overrides["RLSPEC_REQUIRE"] = [r.strip() for r in (given("require") or "").split(",") if r.strip()] + list(
+        table.get("require", []))
+    xfail, replay = {}, []
+    try:
+        if given("xfail"):
+            xfail, _ = read_xfail_file(given("xfail"))
+            replay += ["--xfail", str(Path(given("xfail")).resolve())]
+        elif isinstance(table.get("xfail"), str):
+            xfail, _ = read_xfail_file(table.get("xfail"))
+        elif isinstance(table.get("xfail"), dict):
+            overrides["RLSPEC_XFAIL"] = table.get("xfail")
+    except UsageError as exc:
+        raise pytest.UsageError(f"rlspec: {exc}") from None
+    if table.path is not None:
+        replay = ["--config", str(table.path), *replay]
+    return {**settings, "overrides": overrides, "xfail": xfail, "replay": replay, "config": table.path}
 
 
-def _require(config) -> list[str]:
-    return [r.strip() for r in (config.getoption("rlspec_require") or "").split(",") if r.strip()]
+def _options(settings: dict) -> dict:
+    """What every clause's run_conformance takes (strictness is the report's: see pytest_runtest_makereport)."""
+    return {key: settings[key] for key in ("profile", "seed", "dtype", "device")} | {"replay_extra": settings["replay"]}
 
 
 def _anchor(spec: str) -> Path:
@@ -59,19 +116,25 @@ def _anchor(spec: str) -> Path:
 
 
 def pytest_configure(config):
-    spec = config.getoption("rlspec_candidate")
-    if not spec:
+    if not (config.getoption("rlspec_candidate") or config.getoption("rlspec")):
         return
     from .engine import UsageError, select
     from .loader import LoadError, load
 
+    settings = _settings(config)
+    spec = settings["candidate"]
+    if not spec:
+        raise pytest.UsageError(f"rlspec: --rlspec needs a candidate: [tool.rlspec] candidate = ... in "
+                                f"{settings['config'] or 'a pyproject.toml (none found)'}, or --rlspec-candidate SPEC")
     try:
-        select(config.getoption("rlspec_only"))
-        candidate = load(spec, overrides={"RLSPEC_REQUIRE": _require(config)})
+        select(settings["only"])
+        candidate = load(spec, device=settings["device"], overrides=settings["overrides"])
         anchor = _anchor(spec)
     except (LoadError, UsageError) as exc:
         raise pytest.UsageError(f"rlspec: {exc}") from None
-    config._rlspec = {"candidate": candidate, "anchor": anchor}
+    # every declared deviation with its reason: the candidate's own RLSPEC_XFAIL, overridden by the xfail file
+    reasons = {**candidate.xfail, **settings["xfail"]}
+    config._rlspec = {"candidate": candidate, "anchor": anchor, "settings": settings, "reasons": reasons}
     if not any(Path(str(a).split("::")[0]).resolve() == anchor for a in config.args):
         config.args.append(str(anchor))
 
@@ -101,10 +164,11 @@ class _Nothing(pytest.File):
 
 
 def pytest_report_header(config):
-    spec = config.getoption("rlspec_candidate")
-    if spec:
-        o = _options(config)
-        return f"rlspec: candidate {spec}, profile {o['profile']}, seed {o['seed']}, {o['dtype']}"
+    state = getattr(config, "_rlspec", None)
+    if state:
+        o = state["settings"]
+        read = f" ({o['config']})" if o["config"] else ""
+        return f"rlspec: candidate {o['candidate']}, profile {o['profile']}, seed {o['seed']}, {o['dtype']}{read}"
     return None
 
 
@@ -115,9 +179,10 @@ class CandidateFile(pytest.File):
         from .engine import select
 
         state = self.config._rlspec
-        for clause in select(self.config.getoption("rlspec_only")):
+        settings = state["settings"]
+        for clause in select(settings["only"]):
             yield ClauseItem.from_parent(self, name=clause.id, clause=clause, candidate=state["candidate"],
-                                         options=_options(self.config), xfail=self.config.getoption("rlspec_xfail"))
+                                         options=_options(settings), xfail=settings["xfail"])
 
 
 class ClauseItem(pytest.Item):
@@ -131,6 +196,7 @@ class ClauseItem(pytest.Item):
     def runtest(self):
         from .engine import run_conformance
 
+        # never strict here: a clause that passes passes; pytest_runtest_makereport makes it pytest's XPASS
         run = run_conformance(self.candidate, clauses=[self.clause.id], xfail=self.xfail, **self.options)
         self.result = result = run.results[0]
         if result.status in ("fail", "error"):
@@ -149,6 +215,26 @@ class ClauseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"rlspec {self.clause.id}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A declared deviation whose clause passes is reported as pytest reports an ``xfail`` mark that passes: an
+    unexpected pass (XPASS: ``wasxfail`` on a pass), or with xfail-strict a failure ``[XPASS(strict)]``."""
+    outcome = yield
+    result = getattr(item, "result", None)
+    if not isinstance(item, ClauseItem) or call.when != "call" or result is None or not result.xpass:
+        return
+    report = outcome.get_result()
+    state = item.config._rlspec
+    reason = state["reasons"].get(item.clause.id, "declared deviation")
+    if state["settings"]["xfail_strict"]:
+        report.outcome = "failed"
+        report.longrepr = (f"[XPASS(strict)] {reason}: {item.clause.id} is declared as a deviation but conforms; "
+                           f"remove its xfail entry")
+    else:
+        report.outcome = "passed"
+        report.wasxfail = reason
 
 
 class ClauseVerdict(Exception):

@@ -159,10 +159,28 @@ def _close(a: list[np.ndarray], b: list[np.ndarray], u: float, scale: float = 1.
     return True
 
 
-def matching(call) -> list[WrongAnswer]:
-    """The known mistakes whose output on ``call``'s input is the candidate's and not the right answer."""
+def declares_for(operation: str, conventions: dict[str, Any]) -> bool:
+    """Whether ``conventions`` (a candidate's declarations) change a convention ``operation`` reads from its default:
+    the mutants compute their mistakes against the defaults, so under another declaration the reference is not the
+    right answer and a mistake's output is no evidence (a declared group_singleton = 'score' makes verl's singleton
+    right, not "undeclared")."""
+    for key, value in (conventions or {}).items():
+        try:
+            spec = contract.convention(key)
+        except Exception:  # noqa: BLE001 - validated at load; an unknown key cannot reach here
+            continue
+        if operation in spec.operations and value != spec.default:
+            return True
+    return False
+
+
+def matching(call, conventions: dict[str, Any] | None = None) -> list[WrongAnswer]:
+    """The known mistakes whose output on ``call``'s input is the candidate's and not the right answer (none when
+    the candidate declares a convention of the operation other than the default: see :func:`declares_for`)."""
     answers = catalogue().get(call.operation, ())
     if not answers or not call.args or call.operation not in plain_operations():
+        return []
+    if declares_for(call.operation, conventions or {}):
         return []
     if sum(np.size(v) for v in call.args.values() if isinstance(v, np.ndarray)) > MAX_ELEMENTS:
         return []  # a long rollout: a dozen mistakes' Python loops over it would cost more than the clause
@@ -182,12 +200,67 @@ def matching(call) -> list[WrongAnswer]:
     return found
 
 
-def explain(calls) -> tuple[str, list[str]]:
+# A lower precision's arithmetic on the failing input, measured rather than bounded: a check's tolerance may hold
+# terms that do not scale with the unit roundoff (an approximation torch admits, a floor for tiny values), so
+# widening it by u_lower / u can admit errors no rounding makes (the right answer + 0.1, judged "within float32").
+# The reference run again on the same input in float32 shows what float32 arithmetic gives there: e32 =
+# |ref32 - ref64|, which for the first-order error is linear in u (bfloat16: e32 u_bf16 / u32). A correctly
+# written lower-precision computation may round in another order, so the candidate's discrepancy may reach
+# LOWER_PRECISION_SLACK times that, plus u_lower per unit of the largest magnitude among inputs and outputs (one
+# rounding of each, which the reference's own rounding may happen to avoid). Algorithmic mistakes sit orders of
+# magnitude above (an O(1) error against O(1e-7)).
+LOWER_PRECISION_SLACK = 16.0
+MAX_RERUN_ELEMENTS = 1_000_000  # the reference twice over a long rollout costs a fraction of a second
+
+
+def within_lower_precision(call, lower: float) -> bool | None:
+    """Whether the candidate's outputs on ``call``'s input are the right answer up to what arithmetic at unit
+    roundoff ``lower`` gives on that input (see LOWER_PRECISION_SLACK); None when it cannot be told here (an
+    operation that takes more than plain data, an input too large, a reference that refuses the input)."""
+    if not call.args or call.operation not in plain_operations():
+        return None
+    if sum(np.size(v) for v in call.args.values() if isinstance(v, np.ndarray)) > MAX_RERUN_ELEMENTS:
+        return None
+    exact = _outputs_at(call, np.float64)
+    single = _outputs_at(call, np.float32)
+    if exact is None or single is None or len(exact) != len(call.outputs):
+        return None
+    u32 = 2.0**-24
+    magnitude = max([float(np.max(np.abs(v), initial=0.0)) for v in call.args.values()
+                     if isinstance(v, np.ndarray) and v.dtype.kind == "f"] +
+                    [float(np.max(np.abs(y[np.isfinite(y)]), initial=0.0)) for y in exact] + [0.0])
+    for out, y, y32 in zip(call.outputs, exact, single):
+        if out.shape != y.shape or y32.shape != y.shape:
+            return None
+        arithmetic = np.abs(y32 - y) * (lower / u32)
+        allowed = LOWER_PRECISION_SLACK * (arithmetic + lower * magnitude)
+        same = (out == y) | (np.isnan(out) & np.isnan(y))
+        if not np.all(same | (np.abs(out - y) <= allowed)):
+            return False
+    return True
+
+
+def _outputs_at(call, dtype) -> list[np.ndarray] | None:
+    """The reference's outputs on ``call``'s input passed at ``dtype``."""
+    from . import protocol
+
+    try:
+        again = protocol.call(_reference(), call.operation, call.args, dtype=dtype, outputs=len(call.outputs),
+                              allow_nonfinite=True, array=call.array, requires_grad=call.requires_grad)
+    except BaseException as exc:  # noqa: BLE001 - a reference that refuses the input says nothing
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None
+    return again.outputs
+
+
+def explain(calls, conventions: dict[str, Any] | None = None) -> tuple[str, list[str]]:
     """``(likely cause, known)`` from the calls a failing check made, latest first: the one mistake that
-    matches (or "" if none or several), and what else is known (several matching mistakes, listed)."""
+    matches (or "" if none or several), and what else is known (several matching mistakes, listed).
+    ``conventions``: the candidate's declarations (see :func:`declares_for`)."""
     for call in reversed(calls):
         try:
-            found = matching(call)
+            found = matching(call, conventions)
         except Exception:  # noqa: BLE001 - the evidence is a help; never let it break a verdict
             found = []
         causes = list(dict.fromkeys(a.cause for a in found))

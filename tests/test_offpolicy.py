@@ -188,7 +188,8 @@ def test_the_start_phase_fails_undeclared_with_a_diagnosis():
     exec((VARIANTS / "offpolicy_tianshou_style.py").read_text(), namespace)
     candidate = from_object(type("M", (), {"td3_actor_update_steps": staticmethod(namespace["td3_actor_update_steps"])}), spec="start-undeclared")
     result = run_conformance(candidate, clauses=["TD3-DELAYED-UPDATES"])["TD3-DELAYED-UPDATES"]
-    assert result.status == "fail" and "update_phase = 'start'" in result.cause
+    # with period 2 the other phase and a counter off by one give the same steps: both are listed, none claimed
+    assert result.status == "fail" and "update_phase = 'start'" in result.cause + " ".join(result.evidence)
 
 
 def test_hard_only_candidate_is_judged_on_tau_one():
@@ -208,16 +209,19 @@ def test_mutant_diagnoses_name_the_mistake():
         "offpolicy_td3_target_max_of_twins": ("TD3-TARGET-CLIPPED-DOUBLE-Q", "max instead of min"),
         "offpolicy_sac_target_stored_action": ("SAC-TARGET-NEXT-ACTION-FROM-POLICY", "stored action"),
         "offpolicy_sac_target_entropy_sign": ("SAC-SOFT-TARGET", "wrong sign"),
-        "offpolicy_td_target_done_as_terminal": ("TD-TARGET-TRUNCATION-BOOTSTRAP", "treated as terminal"),
+        "offpolicy_td_target_done_as_terminal": ("TD-TARGET-TRUNCATION-BOOTSTRAP", "done = terminated or truncated"),
         "offpolicy_sac_actor_no_tanh_jacobian": ("SAC-ACTOR-LOSS-REPARAMETERISED", "Jacobian"),
         "offpolicy_sac_actor_sample_not_reparameterised": ("SAC-ACTOR-LOSS-REPARAMETERISED", "rsample"),
         "offpolicy_polyak_tau_reversed": ("POLYAK-UPDATE", "wrong side"),
         "offpolicy_target_update_counter_per_call": ("TARGET-UPDATE-PERIOD", "restarts in every call"),
-        "offpolicy_alpha_loss_alpha_form_undeclared": ("SAC-TEMPERATURE-LOSS", "alpha_loss_parameter = 'alpha'"),
+        "offpolicy_alpha_loss_alpha_form_undeclared": ("SAC-TEMPERATURE-LOSS", "alpha_loss_parameter = "),
     }
     for stem, (clause, words) in expected.items():
         result = run_conformance(str(MUTANTS / f"{stem}.py"), clauses=[clause])[clause]
-        assert result.status == "fail" and words in result.cause, (stem, result.cause)
+        # the likely cause, or, where the failing input cannot tell the mistake from another (the max of the twins is
+        # Q1' when Q1' >= Q2' on every row), listed with the other: never a cause the numbers do not single out
+        listed = [e for e in result.evidence if e.startswith("the outputs match each of these known mistakes")]
+        assert result.status == "fail" and (words in result.cause or any(words in e for e in listed)), (stem, result.cause, listed)
 
 
 def test_a_candidate_that_changes_its_networks_is_an_error():

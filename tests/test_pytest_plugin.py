@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import ROOT
 from rlspec.checks import report  # noqa: F401  (imported here so pytester's in-process runs reuse
 from rlspec.checks.registry import load_all  # them: numpy cannot be imported twice in one process)
@@ -72,3 +74,57 @@ def test_plugin_unloadable_candidate_is_a_usage_error(pytester):
 def test_header_names_the_candidate(pytester):
     result = runp(pytester, "--rlspec-candidate", "reference", "--rlspec-only", "GAE-SEED-EXAMPLE")
     result.stdout.fnmatch_lines(["rlspec: candidate reference, profile quick, seed 0, float64"])
+
+
+def test_plugin_reports_an_xfail_on_a_passing_clause_as_pytest_does_an_unexpected_pass(pytester):
+    """An xfail-declared clause that conforms is pytest's XPASS (not a plain pass); strict makes it a failure,
+    by rlspec's flag or by pytest's own xfail_strict ini option."""
+    xfail = pytester.path / "xfail.txt"
+    xfail.write_text("GAE-SEED-EXAMPLE  # thought broken upstream\n")
+    args = ["--rlspec-candidate", "reference", "--rlspec-only", "GAE-SEED-EXAMPLE", "--rlspec-xfail", str(xfail), "-rX"]
+    result = runp(pytester, *args)
+    result.assert_outcomes(xpassed=1)
+    result.stdout.fnmatch_lines(["XPASS *GAE-SEED-EXAMPLE*thought broken upstream*"])
+    assert result.ret == 0
+    result = runp(pytester, *args, "--rlspec-xfail-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*[[]XPASS(strict)[]] thought broken upstream: GAE-SEED-EXAMPLE is declared*"])
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+    strict_ini = pytester.runpytest_inprocess("-c", str(pytester.path / "tox.ini"), "--rootdir", str(pytester.path),
+                                              "-p", "no:cacheprovider", "-p", "no:cov", "-p", "no:benchmark", *args)
+    strict_ini.assert_outcomes(failed=1)
+
+
+def test_plugin_reads_tool_rlspec_as_the_command_line_does(pytester):
+    """``[tool.rlspec]`` applies to the plugin: the candidate (``--rlspec`` runs it), the clauses, a declared
+    precision, an xfail table and xfail-strict; a command-line option wins; the errors are the CLI's one line."""
+    (pytester.path / "adapter.py").write_text((ROOT / "tests" / "precision" / "gae_float32_arithmetic.py").read_text())
+    pyproject = pytester.path / "pyproject.toml"
+    pyproject.write_text('[tool.rlspec]\ncandidate = "adapter.py"\nonly = ["GAE-SEED-EXAMPLE", "GAE-LAMBDA-MIXTURE"]\n'
+                         'precision = {gae = "float32"}\n')
+    result = runp(pytester, "--rlspec")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"rlspec: candidate {pytester.path / 'adapter.py'}, profile quick, seed 0, float64 "
+                                 f"({pyproject})"])
+    pyproject.write_text('[tool.rlspec]\ncandidate = "adapter.py"\nonly = "GAE-LAMBDA-MIXTURE"\n')  # undeclared: fails
+    runp(pytester, "--rlspec").assert_outcomes(failed=1)
+    runp(pytester, "--rlspec", "--rlspec-only", "GAE-SEED-EXAMPLE").assert_outcomes(passed=1)  # the option wins
+    pyproject.write_text('[tool.rlspec]\ncandidate = "adapter.py"\nonly = "GAE-SEED-EXAMPLE"\n'
+                         'xfail = {"GAE-SEED-EXAMPLE" = "a known deviation"}\nxfail-strict = true\n')
+    failed = runp(pytester, "--rlspec")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*[[]XPASS(strict)[]] a known deviation*"])
+    pyproject.write_text('[tool.rlspec]\ncandidat = "adapter.py"\n')
+    result = runp(pytester, "--rlspec")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*rlspec: {pyproject}: [[]tool.rlspec[]] has no key 'candidat'; did you mean 'candidate'?*"])
+    pyproject.write_text('[tool.rlspec]\ncandidate = "adapter.py"\nprecision = {gea = "float32"}\n')
+    result = runp(pytester, "--rlspec-candidate", "reference")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*rlspec: {pyproject}: [[]tool.rlspec[]]*gea*"])
+
+
+def test_plugin_without_a_candidate_anywhere_says_so(pytester):
+    result = runp(pytester, "--rlspec")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*rlspec: --rlspec needs a candidate*"])

@@ -219,7 +219,11 @@ def judge(ctx, expected: np.ndarray, actual: np.ndarray, tol: np.ndarray, *, nod
     message = (f"{what} at {describe_node(nodes, paths, m)}: expected {expected[m]:.10g}, got {actual[m]:.10g} "
                f"(|diff| {diff[m]:.3g} > tol {tol[m]:.3g}; {len(bad)} of {len(expected)} nodes off)")
     table = mismatch_table("node", rows).replace("    node", "node".ljust(8), 1)
-    raise ClauseFailure(message, table=table, call=call, cause=cause)
+    ratio = float(np.max(diff[bad] / np.maximum(tol[bad], 1e-300)))
+    # ``cause`` is the clause's usual suspect, not read from these numbers (an expectation over every path
+    # cannot say which mistake moved it): never printed as likely on its own (see verdict._evidence)
+    raise ClauseFailure(message, table=table, call=call, cause=cause, diagnosed=False,
+                        ratio=ratio if np.isfinite(ratio) else None)
 
 
 def replay_call(policy: Policy, critic: str, lam: float) -> str:

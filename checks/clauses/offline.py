@@ -485,7 +485,8 @@ def quadrature_problem(low, high, coefficients, b, N, M, T):
     return s, weight, (Q, log_pi, uniform_weight, policy_weight)
 
 
-def check_partition_expectation(ctx, low, high, coefficients, b, N, M, T, est: Estimator, *, what, cause="", named=True):
+def check_partition_expectation(ctx, low, high, coefficients, b, N, M, T, est: Estimator, *, what, cause="", named=True,
+                                declared: Estimator | None = None):
     s, weight, (Q, log_pi, uw, pw) = quadrature_problem(low, high, coefficients, b, N, M, T)
     actual, call, s = run_sampled(ctx, s)
     require_finite(actual, what, call, "overflow in the logsumexp")
@@ -506,7 +507,11 @@ def check_partition_expectation(ctx, low, high, coefficients, b, N, M, T, est: E
     tol = math.fsum(weight * Z * tol_rows) + 4 * len(weight) * U64 * math.fsum(weight * Z) + 8 * n * U64 * abs(expected) + TINY
 
     def diagnose(value):
-        if not named:  # a declared deviation: the cause already says why
+        if not named:  # a declared deviation: the cause says why, when the value is what the declared form gives
+            if declared is not None:
+                alternative = math.fsum(weight * np.exp(sampled_oracle(s, declared) / T)) / scale
+                if abs(value - alternative) <= tol + 1e-9 * abs(alternative):
+                    return cause
             return ""
         for alt, reason in sampled_alternatives(s, est):
             alternative = math.fsum(weight * np.exp(sampled_oracle(s, alt) / T)) / scale
@@ -550,17 +555,19 @@ def sampled_temperature(ctx):
     est = declared_estimator(ctx)
     cause = "the density must enter outside the temperature: exp(Q / T - log p), not exp((Q - log p) / T)"
     named = est.form == "consistent"
+    declared = est
     if not named:
         cause = "the candidate declares cql_temperature_form = 'density-inside': at T != 1 its estimate is biased by declaration " \
                 "(it weights each sample by p^(-1/T)); list this clause in its xfail file"
         est = dataclasses.replace(est, form="consistent")  # judged against the clause's statement
     for T in (0.5, 2.0):
         for low, high, c, b, N, M in QUADRATURE_CASES[:2]:
-            check_partition_expectation(ctx, low, high, c, b, N, M, T, est, what=f"box [{low:g}, {high:g}]", cause=cause, named=named)
+            check_partition_expectation(ctx, low, high, c, b, N, M, T, est, what=f"box [{low:g}, {high:g}]", cause=cause, named=named,
+                                        declared=declared)
 
     def verify(d):
         *problem, T = d
-        check_partition_expectation(ctx, *problem, T, est, what="drawn", cause=cause, named=named)
+        check_partition_expectation(ctx, *problem, T, est, what="drawn", cause=cause, named=named, declared=declared)
 
     temperatures = st.sampled_from([0.25, 0.5, 3.0]) | _floats32(0.3, 4.0).filter(lambda t: abs(t - 1) > 0.05)
     ctx.property(st.tuples(quadrature_draws(), temperatures).map(lambda d: (*d[0], d[1])), verify, label="drawn",
@@ -912,12 +919,15 @@ def check_awr(ctx, log_prob, advantages, beta, *, what, cause=""):
     require_finite(actual, what, call, "overflow: exp(beta A) is inf and the clip did not catch it (or inf * 0)")
 
     def named(v, scale):
+        """The alternatives the values match (several are listed, none claimed: below the clip, no clip and a clip
+        of the exponent give the same exp(beta A); only an exponent above log W tells them apart)."""
+        found = []
         for alternative, reason in awr_alternatives(rule, adv, beta):
             with np.errstate(invalid="ignore", over="ignore"):
                 alt = alternative * scale
             if np.all(np.isfinite(alt)) and matches(v, alt, tol + 4 * u * np.abs(alt)) and not matches(w * scale, alt, tol):
-                return reason
-        return ""
+                found.append(reason)
+        return found
 
     assert_close(actual, loss, tol, what=f"{what}: -w log pi, w = {describe_rule(rule)} (beta = {beta:g})", call=call.code, cause=cause,
                  diagnose=lambda v: named(v, -lp))

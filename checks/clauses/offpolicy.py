@@ -408,12 +408,11 @@ def check_unchanged(net: NetCall):
                 raise CandidateError(f"{net.call.code.split('(')[0]} changed the parameters of its input `{role}` ({name}) in place")
 
 
-def first_match(actual, tol, alternatives) -> str:
-    """The cause of the first known-wrong alternative ``actual`` matches (``alternatives``: [(values, cause)])."""
-    for values, cause in alternatives:
-        if values is not None and matches(actual, values, tol):
-            return cause
-    return ""
+def first_match(actual, tol, alternatives) -> list[str]:
+    """The causes of the known-wrong alternatives ``actual`` matches (``alternatives``: [(values, cause)]), for
+    assert_close's ``diagnose``: one is the diagnosis; several are listed, none claimed (the input cannot tell them
+    apart: with Q1' >= Q2' on every row the max of the twins is the first critic alone)."""
+    return list(dict.fromkeys(cause for values, cause in alternatives if values is not None and matches(actual, values, tol)))
 
 
 def flag_masks(case: Case) -> dict:

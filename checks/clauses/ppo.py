@@ -247,11 +247,17 @@ def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
     tol = clip_loss_tolerance(lpn, lpo, adv, clip_eps, conv, call.unit_roundoff)
     unclipped = -r * float(adv[0])
     if loss < unclipped - tol:
+        # min(r A, clip(r) A) <= r A always: above it, the min is gone, or (with a declared dual clip) its floor c A
+        # reached a positive advantage
+        floor = conv.dual_clip is not None and adv[0] > 0 and abs(loss + conv.dual_clip * float(adv[0])) <= tol
         raise ClauseFailure(
             f"loss {loss!r} is below the unclipped -r A = {unclipped!r} (r = {r:.6g}, A = {adv[0]:.6g}, "
             f"eps = {clip_eps}): the objective exceeds the importance-sampled surrogate (tol {tol:.3g})",
-            call=call.code,
-            cause="the clipped term is used without the min, or the max of the two terms is taken",
+            call=call.code, ratio=(unclipped - loss) / tol if tol > 0 else None,  # a rounding error is not a missing min
+            diagnosed=floor or conv.dual_clip is None,
+            cause=(f"the dual clip reaches a positive advantage: max(min(r A, clip(r) A), c A) lifts A > 0 to c A = "
+                   f"{conv.dual_clip * float(adv[0]):.6g} while r < c (bug C4)") if floor
+            else "the clipped term is used without the min, or the max of the two terms is taken",
         )
     lo, hi = conv.bounds(clip_eps)
     rel = float(ratio_relative_error(lpn, lpo, call.unit_roundoff)[0])
@@ -1612,12 +1618,14 @@ def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float
             break
     else:
         expected = epochs * per_epoch
-    k1_like = run.approx_kl is not None and bool(np.all(run.approx_kl <= 0))
+    # k3 is never negative; k1 is, once the sampled actions gained probability (all zero: a ratio of 1 says nothing)
+    k1_like = run.approx_kl is not None and len(run.approx_kl) > 0 and bool(np.all(run.approx_kl <= 0)) \
+        and bool(np.any(run.approx_kl < 0))
     if run.steps > expected:
         raise ClauseFailure(
             f"with {where} ppo_update took {run.steps} optimizer steps; the stop rule fired after {expected}: {rule.text()} was "
             f"{described} at its successive tests (exact k3 of each minibatch, measured before its step), and no step may follow",
-            call=run.code,
+            call=run.code, diagnosed=k1_like,  # otherwise the usual suspect, not read from the numbers
             cause="approx_kl is k1 = mean(-log r), which is <= 0 when the sampled actions gained probability" if k1_like else
             "a step is taken after the stop fired, target_kl is not read, or the rule reads another statistic or tests at "
             "another place than declared")
@@ -1639,7 +1647,7 @@ def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float
         assert_close(run.approx_kl, [v for _, v, _ in compared], [t for _, _, t in compared],
                      what=f"reported approx_kl vs {rule.text()}", call=run.code,
                      cause="approx_kl is not the k3 estimate of KL(old || new), measured before the step",
-                     diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) else "")
+                     diagnose=lambda a: "the values are <= 0: they look like k1 = mean(-log r)" if np.all(a <= 0) and np.any(a < 0) else "")
     stepped = len({k // per_epoch for k in range(run.steps)})
     if run.epochs is not None and run.epochs != stepped:
         raise ClauseFailure(f"ppo_update reported epochs = {run.epochs}; it took a step in {stepped} epochs",

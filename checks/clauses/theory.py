@@ -275,6 +275,7 @@ def optimal_baseline(ctx):
                 f"{bad[0][1]:.10g}, got {bad[0][2]:.10g} ({len(bad)} of {len(rows)} baselines off; the exact minimum is at "
                 f"b* = {float(moments.optimal):.10g}, and V = {float(moments.V):.10g} costs {excess:.4g} more)",
                 table=mismatch_table("baseline", rows), call=f"reinforce_loss over every first action and path: {call.code[:240]}",
+                diagnosed=False,  # the usual suspect: a variance does not say how the weights went wrong
                 cause="the baseline does not enter the weight as returns - baseline (ignored, added, or scaled), so the "
                       "variance is not minimised where the theory says")
 
@@ -440,7 +441,7 @@ def verify_search(ctx, old: Policy, direction: np.ndarray, label: str):
             f"J = {J1:.10g} < J(x0) = {J0:.10g} (by {J0 - J1:.4g}; M there moved by {problem.M(x) - problem.M(x0):.4g}, "
             f"at the full step by {full:.4g}): a step the bound guarantees only when M improves was accepted",
             table=mismatch_table("quantity", [("J(result) >= J(x0)", J0, J1, J0 - J1, 4 * delta)]),
-            call=call.code[:300],
+            call=call.code[:300], diagnosed=False,  # the usual suspect: TRPO-LINE-SEARCH-* name the rule that broke
             cause="the line search accepts a trial that does not improve the surrogate (no improvement check, or the full step "
                   "always taken), so TRPO's monotone-improvement guarantee (J >= M > M(x0) = J(x0)) is lost")
 
@@ -524,7 +525,8 @@ def estimator_variance(ctx):
                     f"Var_p[{kind}] over every outcome at {label}: expected {expected:.10g}, got {actual:.10g} "
                     f"(|diff| {abs(actual - expected):.3g} > tol {tol:.3g})" + order_note(ctx),
                     table=mismatch_table("quantity", [(f"Var_p[{kind}]", expected, actual, abs(actual - expected), tol)]),
-                    call=call.code, cause="the per-sample estimates are not the estimator's values (its spread shows it)")
+                    call=call.code, cause="the per-sample estimates are not the estimator's values (its spread shows it)",
+                    diagnosed=False, ratio=abs(actual - expected) / tol)  # what failed, not why: KL-K*-* clauses say
             values[kind] = (actual, tol)
         if claim and "k1" in values and "k3" in values:
             ratio = float(np.max(np.exp(log_q - log_p)))
@@ -676,7 +678,7 @@ def check_conservative(ctx, data: Dataset, policy: Policy, exact_arithmetic: boo
                 f"expected {want[k]:.10g} = V_hat_0 - alpha w, got {actual[k]:.10g} from the candidate's penalty gradient "
                 f"({len(off)} of {int(live.sum())} states off; V^pi there {V[k]:.10g})",
                 table=mismatch_table("state", [(str(truth.cells[j]), want[j], actual[j], abs(actual[j] - want[j]), tol) for j in off[:6]]),
-                call=call.code[:300],
+                call=call.code[:300], diagnosed=False,  # the usual suspect: the fixed point does not say which term is off
                 cause="the penalty's gradient in Q is not alpha (softmax(Q) - onehot(a_data)): a term is detached or a max replaces "
                       "the logsumexp, so the push-down that makes the fixed point conservative is wrong")
         over = actual - V
@@ -752,6 +754,7 @@ def normalisation_bias(ctx):
                 f"got {actual[k]:.10g} (|diff| {abs(actual[k] - expected[k]):.3g} > tol {tol[k]:.3g}; grad J = {np.round(grad, 6).tolist()})",
                 table=mismatch_table("logit", [(str(j), expected[j], actual[j], abs(actual[j] - expected[j]), tol[j]) for j in off]),
                 call=calls[0].code + f"  # and the other {len(calls) - 1} batches",
+                diagnosed=False, ratio=float(np.max(np.abs(actual - expected)[off] / tol[off])),  # the usual suspect
                 cause="the batch is not normalised by its own mean and declared std: the mean is added back or the std has "
                       "another ddof or eps form than declared")
 

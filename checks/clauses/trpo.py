@@ -647,18 +647,25 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
 
     def diagnose(actual):
         t = scenario.t(actual)
-        if t_expected is None and t > 0:
-            last = beta ** (scenario.max_backtracks - 1)
-            if abs(t - last) <= 1e-9 * max(1.0, last):
-                return ("no trial qualified, yet the last rejected trial was returned instead of x0: the old parameters "
-                        "are not restored when the line search fails (bug E1)")
-            if abs(t - 1.0) <= 1e-9:
-                return "the full step was returned although it fails the test: there is no working line search (bug E2)"
-        if t > 0 and scenario.K(t) > scenario.max_kl:
-            return (f"the returned trial has kl = {scenario.K(t):.6g} > max_kl = {scenario.max_kl:g}: the KL constraint is not "
-                    "checked (bug E3)")
-        if t > 0 and scenario.S(t) <= scenario.S(0.0):
-            return "the returned trial does not improve the surrogate: only the KL is tested"
+        at = lambda s: s is not None and abs(t - s) <= 1e-9 * max(1.0, s)  # noqa: E731
+        trials = [beta**k for k in range(scenario.max_backtracks)]
+        improves, within = scenario.S(t) > scenario.S(0.0), scenario.K(t) <= scenario.max_kl
+        # Each rule a broken line search follows, and whether it returns this t; a cause only when one alone does (with one
+        # trial, the full step is also the last one: no restore (E1) and no line search (E2) return the same point).
+        rules = []
+        if t_expected is None and at(trials[-1]):
+            rules.append("no trial qualified, yet the last rejected trial was returned instead of x0: the old parameters "
+                         "are not restored when the line search fails (bug E1)")
+        if at(1.0) and not (improves and within):
+            rules.append("the full step was returned although it fails the test: there is no working line search (bug E2)")
+        if not within and at(next((s for s in trials if scenario.S(s) > scenario.S(0.0)), None)):
+            rules.append(f"the returned trial has kl = {scenario.K(t):.6g} > max_kl = {scenario.max_kl:g}: the first trial that "
+                         "improves the surrogate is accepted without checking the KL constraint (bug E3)")
+        if not improves and at(next((s for s in trials if scenario.K(s) <= scenario.max_kl), None)):
+            rules.append("the returned trial does not improve the surrogate: the first trial within the KL budget is accepted, "
+                         "only the KL is tested")
+        if t > 0 and (rules or not (improves and within)):
+            return rules  # several are listed, none claimed
         if ratio and t > 0 and scenario.S(t) - scenario.S(0.0) <= ratio * scenario.a * t:
             k_got = math.log(t) / math.log(beta)
             if k_got >= 2 and abs(k_got - round(k_got)) < 1e-9:
