@@ -47,6 +47,12 @@ import rlax  # noqa: E402
 import torch  # noqa: E402
 
 RLSPEC_ARRAY = "numpy"  # rlax's functions take jax arrays; the adapter converts per segment
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "rlax",
+    "range": ">=0.1.5",
+    "why": "provisional",
+}
 RLSPEC_VERSION = f"rlax {getattr(rlax, '__version__', '0.1.9')}, jax {jax.__version__}, distrax {distrax.__version__}"
 RLSPEC_CONVENTIONS = {"dual_clip": None}  # clipped_surrogate_pg_loss has a symmetric clip, no dual clip
 

@@ -174,6 +174,12 @@ from skrl.models.torch import DeterministicMixin, GaussianMixin, Model
 from skrl.resources.noises.torch import Noise
 
 WRITTEN_AGAINST = "2.1.1"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "skrl",
+    "range": ">=1.0.0",
+    "why": "provisional",
+}
 RLSPEC_VERSION = f"skrl {skrl.__version__}"
 RLSPEC_ARRAY = "numpy"  # gae takes numpy; the loss operations receive torch tensors from the suite
 RLSPEC_PRECISION = "float32"  # skrl's memory is float32

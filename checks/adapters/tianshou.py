@@ -149,6 +149,12 @@ import torch._dynamo  # noqa: E402,F401
 
 RLSPEC_ARRAY = "numpy"
 RLSPEC_PRECISION = "float32"  # PPO ratios are cast to float32 (see the module docstring)
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "tianshou",
+    "range": ">=1.0.0",
+    "why": "provisional",
+}
 RLSPEC_VERSION = f"tianshou {tianshou.__version__}"
 RLSPEC_CONVENTIONS = {
     "dual_clip": None,  # PPO(dual_clip=None) by default

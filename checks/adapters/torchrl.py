@@ -147,6 +147,13 @@ from torchrl.objectives.value import GAE, TD0Estimator
 from torchrl.objectives.value.functional import generalized_advantage_estimate, vec_generalized_advantage_estimate
 
 WRITTEN_AGAINST = "0.14.1"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "torchrl",
+    "range": ">=0.10.0",
+    "why": "provisional",
+    "with": {"tensordict": "=={major}.{minor}.*"},  # released in step with TorchRL
+}
 RLSPEC_ARRAY = "torch"
 RLSPEC_PRECISION = "float32"  # float32 coefficients whatever the data (see the module docstring)
 RLSPEC_VERSION = f"torchrl {torchrl.__version__}, tensordict {tensordict.__version__}"

@@ -94,6 +94,12 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 from trl.trainer.rloo_trainer import RLOOTrainer
 
 WRITTEN_AGAINST = "1.16.0"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "trl",
+    "range": ">=1.0.0",
+    "why": "provisional",
+}
 RLSPEC_VERSION = f"trl {trl.__version__}"
 RLSPEC_ARRAY = "torch"
 RLSPEC_CONVENTIONS = {
