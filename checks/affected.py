@@ -3,7 +3,8 @@
     rlspec matrix --affected docs/bugs-found.md      # rewrite its "Affected releases:" lines from docs/matrix-history
 
 A numbered entry names its matrix cells on ``Cells:`` lines (:mod:`rlspec.checks.bugs_found`). For each library
-release in the history (its canonical records: profile ci, seed 0) the entry is *affected* when one of those cells
+release in the history (the adapter's release history: ``history.series``, the run configuration most of its
+records share) the entry is *affected* when one of those cells
 is FAIL or error there, *not affected* when each of them that the release provides passes (or is a declared
 deviation), and *not provided* when none of them is provided. The line written under the entry's ``Version:`` line
 (or its ``Cells:`` line) lists the affected releases as runs of consecutive checked releases, and the others::
@@ -94,7 +95,8 @@ def line(explanations: list, history: dict[str, list[dict]], indexes: dict[str, 
         if untried:
             text += f"; not checked here: {', '.join(untried)}"
         parts.append(text)
-    return f"{PREFIX} (docs/matrix-history, profile ci): " + "; ".join(parts)
+    profiles = sorted({f"{r.get('profile')}" for adapter in by_adapter for r in history.get(adapter, [])})
+    return f"{PREFIX} (docs/matrix-history, profile {', '.join(profiles) or 'none'}): " + "; ".join(parts)
 
 
 def rewrite(text: str, history: dict[str, list[dict]], indexes: dict[str, dict] | None = None) -> str:
@@ -131,7 +133,7 @@ def run(args) -> int:
     folder = Path(args.out) / history_mod.FOLDER
     try:
         text = path.read_text(encoding="utf-8")
-        history = history_mod.load(folder, profile="ci", seed=0)
+        history = {a: history_mod.series(r) for a, r in history_mod.load(folder).items()}
         new = rewrite(text, history, load_indexes(folder))
     except (OSError, ValueError) as exc:
         print(f"rlspec: --affected {path}: {exc}", file=sys.stderr)

@@ -55,7 +55,8 @@ def adapters() -> list[str]:
 # one adapter, in the interpreter that has its library (``python -m rlspec.checks.matrix NAME``)
 
 
-def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1, clauses=None) -> dict:
+def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1, clauses=None,
+                  time_limit: float | None = None) -> dict:
     """Check adapter ``name`` and each of its VARIANTS here (``clauses``: a selection, for tests);
     a JSON-ready dict."""
     import importlib
@@ -81,7 +82,8 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     candidates = []
     for spec in specs:
         candidate = load(spec)
-        run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers)
+        run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers,
+                              time_limit=time_limit)
         # a variant is described by its docstring, the adapter itself by RLSPEC_NOTE (what users must know
         # about its coverage, e.g. operations the library removed), if it declares one
         variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec \
@@ -99,7 +101,7 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     return {**report, "available": True, "seconds": round(time.perf_counter() - started, 1), "candidates": candidates}
 
 
-def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
+def _run_elsewhere(name: str, python: str, profile: str, seed: int, time_limit: float | None = None) -> dict:
     """``python -m rlspec.checks.matrix name`` in another interpreter; its JSON document (written
     to a file: a library may print to stdout while it imports)."""
     import subprocess
@@ -108,6 +110,8 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlspec-matrix-") as tmp:
         target = Path(tmp) / f"{name}.json"
         command = [python, "-m", "rlspec.checks.matrix", name, "--profile", profile, "--seed", str(seed), "--json", str(target)]
+        if time_limit is not None:
+            command += ["--time-limit", str(time_limit)]
         started = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -277,6 +281,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="ci",
                         help="quick, ci (the default) or thorough; with --releases, several separated by commas")
     parser.add_argument("--seed", default="0", help="the seed (default 0); with --releases, several separated by commas")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="per-clause limit before a library call is killed (default: the profile's: quick 30, ci 120); "
+                             "on a busy machine a larger one keeps a slow call from reading as an error")
     parser.add_argument("-j", "--jobs", type=int, default=1,
                         help="adapters (with --releases: release environments) checked at the same time")
     parser.add_argument("--out", default="docs", metavar="DIR", help="where conformance.md and .json go (default docs)")
@@ -354,7 +361,7 @@ def run(args) -> int:
     def one(name: str) -> dict:
         started = time.perf_counter()
         print(f"matrix: {name} ...", flush=True)
-        report = _run_elsewhere(name, pythons.get(name, sys.executable), args.profile, args.seed)
+        report = _run_elsewhere(name, pythons.get(name, sys.executable), args.profile, args.seed, args.time_limit)
         state = ("outside its range: " if report.get("outside_range") else "not installed: ") + report.get("reason", "") \
             if not report.get("available") else ", ".join(
             f"{c['candidate']} {_counts(c['run']['summary'])}" for c in report["candidates"])
@@ -405,8 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True, metavar="PATH")
+    parser.add_argument("--time-limit", type=float, default=None)
     args = parser.parse_args(argv)
-    report = check_adapter(args.adapter, profile=args.profile, seed=args.seed)
+    report = check_adapter(args.adapter, profile=args.profile, seed=args.seed, time_limit=args.time_limit)
     Path(args.json).write_text(json.dumps(report) + "\n", encoding="utf-8")
     return 0
 

@@ -344,7 +344,9 @@ def build_environment(decl: Declaration, release: str, *, envs: Path, constraint
 
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-c", str(constraints)]
     script = Path(root) / ".ci" / "install" / f"{decl.adapter}.sh"
-    ok = step([base_python, "-m", "venv", "--system-site-packages", str(path)])
+    # without pip of its own: the base interpreter's pip and setuptools (visible through the system site-packages) install
+    # into it, and build rlspec without an isolated build environment
+    ok = step([base_python, "-m", "venv", "--system-site-packages", "--without-pip", str(path)])
     if ok and script.is_file():
         ok = step(["bash", str(script), str(python), str(constraints)], env={**os.environ, "RLSPEC_RELEASE": release})
     if ok:
@@ -385,7 +387,7 @@ def _packages(python: str, decl: Declaration) -> dict:
 
 
 def run_cells(plan: Plan, cells: list, *, envs: Path, base_python: str, keep_envs: bool = False, jobs: int = 1,
-              run_adapter=None, build=None, say=print) -> list[dict]:
+              run_adapter=None, build=None, say=print, time_limit: float | None = None, progress=None) -> list[dict]:
     """Run ``cells`` (a slice of ``plan.cells``): for each (adapter, release) build its environment once, run its
     (profile, seed) cells there, delete it. ``run_adapter(adapter, python, profile, seed) -> report`` and
     ``build(decl, release) -> Environment`` are the matrix's and :func:`build_environment` unless given (tests)."""
@@ -401,7 +403,9 @@ def run_cells(plan: Plan, cells: list, *, envs: Path, base_python: str, keep_env
         def build(decl, release):
             return build_environment(decl, release, envs=envs, constraints=constraints, base_python=base_python,
                                      log=envs / "logs" / f"{decl.adapter}-{release}.log", keep=keep_envs)
-    run_adapter = run_adapter or matrix._run_elsewhere
+    if run_adapter is None:
+        def run_adapter(adapter, python, profile, seed):
+            return matrix._run_elsewhere(adapter, python, profile, seed, time_limit)
     groups: dict[tuple[str, str], list] = {}
     for cell in cells:
         groups.setdefault(cell[:2], []).append(cell)
@@ -439,9 +443,18 @@ def run_cells(plan: Plan, cells: list, *, envs: Path, base_python: str, keep_env
                 shutil.rmtree(env.path, ignore_errors=True)
         return results
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = list(pool.map(one, list(groups)))
     order = {c: i for i, c in enumerate(plan.cells)}
+    finished: list[dict] = []
+
+    def one_and_report(key) -> list[dict]:
+        results = one(key)
+        finished.extend(results)
+        if progress is not None:  # e.g. the report so far, written after each release (a long run may be cut short)
+            progress(sorted(finished, key=lambda r: order[_key(r)]))
+        return results
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = list(pool.map(one_and_report, list(groups)))
     return sorted((r for group in done for r in group), key=lambda r: order[_key(r)])
 
 
@@ -488,12 +501,13 @@ def commit(root: Path = ROOT) -> str:
         return ""
 
 
-def report(plan: Plan, results: list[dict], *, shard: tuple[int, int] | None, rlspec_commit: str, date: str | None = None) -> dict:
+def report(plan: Plan, results: list[dict], *, shard: tuple[int, int] | None, rlspec_commit: str, date: str | None = None,
+           time_limit: float | None = None) -> dict:
     from .engine import VERSION
 
     return {"schema": SCHEMA, "kind": KIND, "rlspec": VERSION, "commit": rlspec_commit,
             "date": date or datetime.date.today().isoformat(), "shard": list(shard) if shard else None,
-            "plan": plan.to_json(), "cells": results}
+            "time_limit": time_limit, "plan": plan.to_json(), "cells": results}
 
 
 def read_report(path: Path) -> dict:
@@ -516,7 +530,9 @@ def merge(reports: list[dict], names: list[str] | None = None) -> dict:
         raise ReleasesError("merge: no reports given")
     first = reports[0]
     for name, r in zip(names, reports):
-        for key in ("plan", "commit", "rlspec"):
+        if r.get("incomplete"):
+            raise ReleasesError(f"merge: {name} is the report of a run that did not finish (incomplete)")
+        for key in ("plan", "commit", "rlspec", "time_limit"):
             if r.get(key) != first.get(key):
                 raise ReleasesError(f"merge: {name} has another {key} than {names[0]} "
                                     "(shards must come from one plan and one rlspec commit)")
@@ -540,7 +556,7 @@ def merge(reports: list[dict], names: list[str] | None = None) -> dict:
     order = {c: i for i, c in enumerate(plan.cells)}
     dates = sorted(r.get("date", "") for r in reports)
     return {**{k: first[k] for k in ("schema", "kind", "rlspec", "commit")}, "date": dates[-1], "shard": None,
-            "plan": first["plan"], "cells": sorted(cells, key=lambda c: order[_key(c)])}
+            "time_limit": first.get("time_limit"), "plan": first["plan"], "cells": sorted(cells, key=lambda c: order[_key(c)])}
 
 
 def comparable(data):
@@ -670,9 +686,16 @@ def run(args, chosen: list[str]) -> int:
         return 0
     envs = Path(args.envs) if args.envs else Path(tempfile.gettempdir()) / "rlspec-release-envs"
     started = time.perf_counter()
+
+    def progress(so_far):
+        if args.json:  # the report so far, marked incomplete (merge refuses it)
+            partial = {**report(plan, so_far, shard=shard, rlspec_commit=commit(), time_limit=args.time_limit), "incomplete": True}
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(partial, indent=1) + "\n", encoding="utf-8")
+
     results = run_cells(plan, cells, envs=envs, base_python=base, keep_envs=args.keep_envs, jobs=args.jobs,
-                        say=lambda line: print(line, flush=True))
-    data = report(plan, results, shard=shard, rlspec_commit=commit())
+                        say=lambda line: print(line, flush=True), time_limit=args.time_limit, progress=progress)
+    data = report(plan, results, shard=shard, rlspec_commit=commit(), time_limit=args.time_limit)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -399,7 +399,7 @@ def test_builds_without_mutants_when_asked(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(proofs_module, "PROOFS", {"gae.seed_example": proofs_module.PROOFS["gae.seed_example"]})
         summary = book_build.build(tmp_path / "site", mutants=None, figures=False, jobs=1)
-    assert summary.pages == len(catalogue.clauses()) + len(catalogue.chapters()) + 7
+    assert summary.pages == len(catalogue.clauses()) + len(catalogue.chapters()) + 8
     assert "built without tests/mutants" in (tmp_path / "site" / "clauses" / "GAE-BACKWARD-RECURSION.html").read_text(encoding="utf-8")
 
 

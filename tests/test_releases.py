@@ -277,7 +277,7 @@ ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/"""
 
 
 def _record(adapter, release, statuses: dict[str, dict[str, str]]) -> dict:
-    return {"adapter": adapter, "version": f"{adapter} {release}", "release": release, "report": {"candidates": [
+    return {"adapter": adapter, "version": f"{adapter} {release}", "release": release, "profile": "quick", "seed": 0, "report": {"candidates": [
         {"candidate": cand, "run": {"clauses": [{"id": k, "status": v} for k, v in results.items()]}}
         for cand, results in statuses.items()]}}
 
@@ -296,9 +296,9 @@ def test_affected_releases_are_read_off_the_history():
     indexes = {"alib": {"releases": {"0.9": {"status": "outside-range"}, "1.5": {"status": "not-installable"}}}}
     new = affected.rewrite(text, hist, indexes)
     first, second = [l for l in new.splitlines() if l.startswith("Affected releases")]
-    assert first == ("Affected releases (docs/matrix-history, profile ci): `alib` 1.1 – 1.2, 1.4 (3 of 5 checked); "
+    assert first == ("Affected releases (docs/matrix-history, profile quick): `alib` 1.1 – 1.2, 1.4 (3 of 5 checked); "
                      "not affected: 1.0, 1.3; not checked here: 1.5")
-    assert second == ("Affected releases (docs/matrix-history, profile ci): `alib` 1.4 (1 of 5 checked); "
+    assert second == ("Affected releases (docs/matrix-history, profile quick): `alib` 1.4 (1 of 5 checked); "
                       "not provided: 1.0 – 1.3; not checked here: 1.5")
     assert "Version: alib 1.4 · x\n\nAffected releases" in new  # under the Version line
     assert "GAE-SEED-EXAMPLE\n\nAffected releases" in new  # no Version line: under the Cells line
@@ -311,7 +311,19 @@ def test_bugs_found_affected_releases_are_what_the_history_says():
     """docs/bugs-found.md's lines are generated: `rlspec matrix --affected docs/bugs-found.md` rewrites them."""
     folder = ROOT / "docs" / history.FOLDER
     text = (ROOT / "docs" / "bugs-found.md").read_text(encoding="utf-8")
-    fresh = affected.rewrite(text, history.load(folder, profile="ci", seed=0), releases.load_indexes(folder))
+    records = {adapter: history.series(r) for adapter, r in history.load(folder).items()}
+    fresh = affected.rewrite(text, records, releases.load_indexes(folder))
     assert text == fresh, "docs/bugs-found.md's 'Affected releases' lines are stale: run `rlspec matrix --affected docs/bugs-found.md`"
     defects = {x.heading for x in bugs_found.explanations(text) if x.defect}
     assert sum(line.startswith("Affected releases") for line in text.splitlines()) == len(defects)
+
+
+def test_the_release_history_is_the_run_configuration_most_records_share():
+    """An adapter's history holds the release run (quick, say, one record per release) and the matrix's one record of
+    its latest release (ci): the book and the affected releases read the release run."""
+    quick = [{"version": f"lib {v}", "profile": "quick", "seed": 0} for v in ("1.0", "1.1", "1.2")]
+    ci = [{"version": "lib 1.2", "profile": "ci", "seed": 0}]
+    assert history.series(quick + ci) == quick
+    assert history.series(ci + quick[:1]) == ci  # a tie goes to the matrix's own
+    assert history.series([]) == []
+

@@ -177,8 +177,9 @@ WRITTEN_AGAINST = "2.1.1"
 # The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
 RELEASES = {
     "distribution": "skrl",
-    "range": ">=1.0.0",
-    "why": "provisional",
+    "range": ">=2.0.0",
+    "why": "2.0.0 refactored skrl's agents (dataclass configurations, observations apart from states, "
+           "record_transition's signature), the API every operation here drives; 1.x agents take dict configurations",
 }
 RLSPEC_VERSION = f"skrl {skrl.__version__}"
 RLSPEC_ARRAY = "numpy"  # gae takes numpy; the loss operations receive torch tensors from the suite

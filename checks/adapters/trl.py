@@ -98,7 +98,8 @@ WRITTEN_AGAINST = "1.16.0"
 RELEASES = {
     "distribution": "trl",
     "range": ">=1.0.0",
-    "why": "provisional",
+    "why": "1.0.0 is TRL's first stable release: the GRPOTrainer and RLOOTrainer methods this adapter calls unbound "
+           "(_generate_and_score_completions, _compute_loss) have had their present signatures since",
 }
 RLSPEC_VERSION = f"trl {trl.__version__}"
 RLSPEC_ARRAY = "torch"

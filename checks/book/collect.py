@@ -257,3 +257,10 @@ def history(folder: Path | None) -> dict[str, list[dict]]:
         return history_mod.load(folder) if folder is not None else {}
     except history_mod.HistoryError as exc:
         raise BookError(str(exc)) from None
+
+
+def release_indexes(folder: Path | None) -> dict[str, dict]:
+    """adapter -> its ``releases.json`` (every release tried by ``rlspec matrix --releases``)."""
+    from ..releases import load_indexes
+
+    return load_indexes(folder) if folder is not None else {}

@@ -108,6 +108,20 @@ def record(matrix: dict, folder: Path, today: str | None = None) -> list[Path]:
     return written
 
 
+def series(records: list[dict]) -> list[dict]:
+    """One run configuration's records out of an adapter's: those of the (profile, seed) most of them share, so the
+    release history (``rlspec matrix --releases``, one record per release) wins over the matrix's single record of a
+    latest release at another profile; a tie goes to the matrix's own (ci, 0). Oldest version first."""
+    counts: dict = {}
+    for r in records:
+        key = (r.get("profile"), r.get("seed"))
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    best = max(counts, key=lambda k: (counts[k], k == ("ci", 0)))
+    return [r for r in records if (r.get("profile"), r.get("seed")) == best]
+
+
 class HistoryError(ValueError):
     """A history file that is not one :func:`record` writes."""
 
