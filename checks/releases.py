@@ -347,9 +347,11 @@ def build_environment(decl: Declaration, release: str, *, envs: Path, constraint
     # without pip of its own: the base interpreter's pip and setuptools (visible through the system site-packages) install
     # into it, and build rlspec without an isolated build environment
     ok = step([base_python, "-m", "venv", "--system-site-packages", "--without-pip", str(path)])
-    if ok and script.is_file():
+    if ok and script.is_file():  # the script installs the release (RLSPEC_RELEASE) and what its modules import
         ok = step(["bash", str(script), str(python), str(constraints)], env={**os.environ, "RLSPEC_RELEASE": release})
-    if ok:
+        if ok and decl.companions:
+            ok = step(pip + decl.requirements(release)[1:])
+    elif ok:
         ok = step(pip + decl.requirements(release))
     reason = "" if ok else _pip_reason(out[-1])
     if ok:

@@ -70,8 +70,8 @@ def rate_chart(points: list[tuple[str, int, int]], *, width: int = 132, height: 
         return '<span class="muted">no release recorded</span>'
     rates = [p / q for _, p, q in points]
     low = min(0.9, int(min(rates) * 10) / 10)
-    pad, left = 4, (34 if labels else 4)
-    inner_w, inner_h = width - left - pad, height - 2 * pad - (14 if labels else 0)
+    pad, left, right = 4, (34 if labels else 4), (18 if labels else 4)  # room for the axis labels
+    inner_w, inner_h = width - left - right, height - 2 * pad - (14 if labels else 0)
     step = inner_w / max(1, len(points) - 1)
 
     def xy(i, r):
@@ -79,9 +79,11 @@ def rate_chart(points: list[tuple[str, int, int]], *, width: int = 132, height: 
 
     coords = [xy(i, r) for i, r in enumerate(rates)]
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-    dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{2.6 if labels else 1.9}" class="{"dip" if r < 1 else "top"}">'
+    # a release whose rate fell from the previous one's is marked (red), one where it rose green
+    moves = ["same"] + ["drop" if b < a else "rise" if b > a else "same" for a, b in zip(rates, rates[1:])]
+    dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{2.6 if labels else 1.9}" class="{move}">'
                    f'<title>{e(rel)}: {p} of {q} pass ({_percent(p, q)})</title></circle>'
-                   for (x, y), r, (rel, p, q) in zip(coords, rates, points))
+                   for (x, y), move, (rel, p, q) in zip(coords, moves, points))
     extra = ""
     if labels:
         y100, ylow = pad, pad + inner_h
@@ -283,7 +285,7 @@ def _defects_html(book: Book, adapter: str, records: list[dict]) -> str:
     return (f'<h3>Defects across releases</h3><p class="muted">Each defect of <a href="bugs-found.html">the defects found</a> '
             f'that names a column of <code>{e(adapter)}</code>: ● affected (one of its cells is FAIL or error there), ○ not affected, '
             f'– not provided. docs/bugs-found.md\'s "Affected releases" lines are written from these.</p>'
-            f'<div class="matrix-wrap"><table class="history defects"><thead><tr><th class="rowname">defect</th>{head}<th></th></tr></thead>'
+            f'<div class="matrix-wrap fit"><table class="history defects"><thead><tr><th class="rowname">defect</th>{head}<th></th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
@@ -366,12 +368,13 @@ def history_page(book: Book) -> str:
                        '<p class="muted">No verdict changed between the recorded releases.</p>')
         first_last = (f'<a href="diff.html?a={e(key_of(adapter, records[0]))}&amp;b={e(key_of(adapter, records[-1]))}">'
                       f'compare the first and the last</a>' if len(records) > 1 else "")
-        span = f'{len(records)} release(s)' + (f': {e(release_of(records[0]))} – {e(release_of(records[-1]))}' if records else "")
+        span = (f'{len(records)} releases: {e(release_of(records[0]))} – {e(release_of(records[-1]))}' if len(records) > 1 else
+                f'1 release: {e(release_of(records[0]))}' if records else "no release checked")
         range_note = (f' · range <code>{e(index["range"])}</code>' if index.get("range") else "")
         parts.append(f'<section id="h-{e(adapter)}" class="hist-lib"><h2><code>{e(adapter)}</code> <span class="muted">{span}{range_note}</span></h2>'
                      + (f'<div class="chart-row">{rate_chart(release_points(records), width=560, height=130, labels=True)}'
                         f'<p class="muted">The pass rate of <code>{e(adapter)}</code>\'s own column (pass of provided clauses) per '
-                        f'release. {first_last}</p></div>' if records else "")
+                        f'release. {first_last}</p></div>' if len(records) > 1 else "")
                      + _defects_html(book, adapter, records) + _tried_html(index)
                      + ('<table class="versions"><thead><tr><th>release</th><th>version</th><th>recorded</th><th>run</th><th>pass</th>'
                         f'<th>FAIL</th><th>error</th><th>xfail</th></tr></thead><tbody>{"".join(summary)}</tbody></table>' if summary else "")
