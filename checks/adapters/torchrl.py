@@ -150,8 +150,9 @@ WRITTEN_AGAINST = "0.14.1"
 # The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
 RELEASES = {
     "distribution": "torchrl",
-    "range": ">=0.10.0",
-    "why": "provisional",
+    "range": ">=0.7.0",
+    "why": "0.7.0 has every class this adapter drives (the Bounded / Categorical specs, CQLLoss, DiscreteCQLLoss, "
+           "IQLLoss, HardUpdate, TD0Estimator, SACLoss(skip_done_states)); 0.6 lacks skip_done_states",
     "with": {"tensordict": "=={major}.{minor}.*"},  # released in step with TorchRL
 }
 RLSPEC_ARRAY = "torch"
