@@ -589,6 +589,11 @@ def write_history(data: dict, folder: Path, today: str | None = None) -> list[Pa
         index = _read_index(index_path)
         entries = index.get("releases", {})
         for release in info.get("outside", []):
+            for run in (entries.get(release, {}).get("runs") or {}).values():  # checked under an older, wider range
+                stale = folder / adapter / run.get("file", "")
+                if run.get("file") and stale.is_file():
+                    stale.unlink()
+                    written.append(stale)
             entries[release] = {"status": "outside-range", "reason": f"outside the declared range {info['range']}: {info['why']}"}
         for cell in (c for c in data["cells"] if c["adapter"] == adapter):
             entry = entries.get(cell["release"], {})
@@ -602,7 +607,8 @@ def write_history(data: dict, folder: Path, today: str | None = None) -> list[Pa
                 entry["version"] = cell["version"]
                 path = history.write_record(folder, cell["report"], rlspec=data.get("rlspec"), profile=cell["profile"],
                                             seed=cell["seed"], commit=data.get("commit"), today=today,
-                                            extra={"release": cell["release"], "environment": cell.get("environment", {})})
+                                            extra={"release": cell["release"], "environment": cell.get("environment", {}),
+                                                   "time_limit": data.get("time_limit")})
                 if path is not None:
                     written.append(path)
                 runs = entry.setdefault("runs", {})

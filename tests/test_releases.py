@@ -220,6 +220,7 @@ def test_the_cli_merges_shard_files_into_the_history(stand_ins, tmp_path, capsys
         "alib_1.2~quick-seed0.json", "alib_1.2~quick-seed1.json", "releases.json"]
     record = json.loads((folder / "alib" / "alib_1.1~quick-seed0.json").read_text())
     assert (record["release"], record["commit"], record["environment"], record["recorded"]) == ("1.1", "abc", {"alib": "1.1"}, "2026-01-02")
+    assert record["profile"] == "quick" and record["seed"] == 0 and "python" not in record["report"]
     index = json.loads((folder / "alib" / "releases.json").read_text())
     assert index["range"] == ">=1.0" and list(index["releases"]) == ["0.5", "1.0", "1.1", "1.2"]
     assert index["releases"]["0.5"]["status"] == "outside-range"
@@ -235,6 +236,13 @@ def test_the_cli_merges_shard_files_into_the_history(stand_ins, tmp_path, capsys
     before = {p: p.read_bytes() for p in folder.rglob("*.json")}
     assert main(["matrix", "merge", *map(str, paths), "--out", str(out)]) == 0
     assert {p: p.read_bytes() for p in folder.rglob("*.json")} == before
+    # a narrower range later: the release now outside it loses its records, its index entry says why
+    narrower = json.loads((tmp_path / "merged.json").read_text())
+    narrower["plan"]["adapters"]["alib"].update(range=">=1.1", outside=["0.5", "1.0"], releases=["1.1", "1.2"])
+    narrower["cells"] = [c for c in narrower["cells"] if c["release"] != "1.0"]
+    releases.write_history(narrower, folder)
+    assert not list((folder / "alib").glob("alib_1.0*"))
+    assert json.loads((folder / "alib" / "releases.json").read_text())["releases"]["1.0"]["status"] == "outside-range"
 
 
 @pytest.mark.parametrize("argv, message", [
