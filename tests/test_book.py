@@ -576,7 +576,7 @@ def test_browser_fail_cell_lands_on_its_counterexample_and_its_defect(built, bro
 def test_browser_no_console_errors_and_no_request_leaves_the_files(built, browser):
     site, _ = built
     _requests(browser)  # drop what earlier tests loaded
-    for page in ["index.html", "dashboard.html", "history.html", "bugs-found.html", "bugs.html", "contract.html", "works.html",
+    for page in ["index.html", "dashboard.html", "history.html", "diff.html", "bugs-found.html", "bugs.html", "contract.html", "works.html",
                  "chapters/ppo.html", "chapters/gae.html", f"clauses/{CLAUSE_WITH_MATH}.html", "clauses/KL-K3-UNBIASED.html"]:
         _open(browser, site / page)
         assert not _console_errors(browser), page
@@ -590,7 +590,7 @@ def test_browser_candidate_markup_does_not_execute(evil, browser):
 
     site, _, run = evil
     for page in ["dashboard.html", "clauses/GAE-SEED-EXAMPLE.html", "clauses/PPO-ADVANTAGE-NORMALISATION.html",
-                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "index.html", "chapters/ppo.html",
+                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "diff.html", "index.html", "chapters/ppo.html",
                  "clauses/PPO-UPDATE-FIRST-RATIOS-ONE.html"]:
         _open(browser, site / page)
         assert browser.execute_script("return typeof window.__pwned") == "undefined", page
@@ -661,8 +661,8 @@ def test_dashboard_totals_per_implementation_and_chapter(built):
 
 
 def test_diff_data_encodes_every_run_of_the_book(releases_book):
-    text = (releases_book / "diff.html").read_text(encoding="utf-8")
-    data = json.loads(re.search(r"window.RLSPEC_DIFF = (.*?);</script>", text).group(1))
+    text = (releases_book / "assets" / "diff-data.js").read_text(encoding="utf-8")
+    data = json.loads(re.fullmatch(r"window.RLSPEC_DIFF = (.*);\n", text).group(1))
     keys = [r["key"] for r in data["runs"]]
     assert keys[:3] == ["sb3@2.0.0", "sb3@2.1.0", "sb3@2.2.0"] and "matrix:sb3" in keys
     i = data["clauses"].index("GAE-TRUNCATION-BOOTSTRAP")

@@ -141,7 +141,7 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
             if column.slug in seen:
                 raise BookError(f"two columns named {column.candidate!r} (from {seen[column.slug]} and {column.origin})")
             seen[column.slug] = column.origin
-        history_data = collect.history(history)
+        history_data = collect.history(history)  # each adapter's release history: one run configuration (history.series)
         release_indexes = collect.release_indexes(history)
         found = collect.bugs_found(bugs_found, columns, _links(columns))
         mutant_list = collect.mutants(Path(mutants)) if mutants is not None else []
@@ -196,6 +196,7 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
     for name in ASSETS:
         (out / "assets" / name).write_bytes(resources.files(__package__).joinpath("assets", name).read_bytes())
     write("assets/search-index.js", f"window.RLSPEC_SEARCH = {script_json(pages.search_index(book))};\n")
+    write("assets/diff-data.js", dashboard.diff_data_script(book))
     if vector_files:
         (out / "vectors").mkdir(exist_ok=True)
         for path in vector_files:

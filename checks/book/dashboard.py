@@ -413,11 +413,22 @@ def diff_data(book: Book) -> dict:
         runs.append({"key": f"{'matrix' if mine else 'run'}:{adapter}", "group": "the matrix" if mine else "runs given to the book",
                      "label": f"{adapter} ({'the matrix' if mine else 'your run'})", "detail": cols[0].version,
                      "columns": [[c.candidate, code(c.results)] for c in cols]})
-    return {"clauses": clause_ids, "codes": {v: k for k, v in CODES.items()}, "labels": LABELS, "runs": runs}
+    default = next(([rs[0]["key"], rs[-1]["key"]] for rs in _groups(runs) if len(rs) > 1), [r["key"] for r in runs[:2]])
+    return {"clauses": clause_ids, "codes": {v: k for k, v in CODES.items()}, "labels": LABELS, "runs": runs,
+            "default": default}
+
+
+def _groups(runs: list[dict]) -> list[list[dict]]:
+    """The history's runs by library, in order (a library with two releases or more is the diff's first view)."""
+    out: dict[str, list] = {}
+    for run in runs:
+        if "@" in run["key"]:
+            out.setdefault(run["group"], []).append(run)
+    return list(out.values())
 
 
 def diff_page(book: Book) -> str:
-    data = diff_data(book)
+    data = diff_data(book)  # the options; the verdicts travel in assets/diff-data.js
     groups: dict[str, list] = {}
     for run in data["runs"]:
         groups.setdefault(run["group"], []).append(run)
@@ -436,6 +447,10 @@ The choice is kept in the address (<code>diff.html?a=sb3@2.0.0&amp;b=sb3@2.9.2</
 </form>
 <p id="d-summary" aria-live="polite"></p>
 <table class="diff" id="d-table"><thead><tr><th>clause</th><th>column</th><th id="d-head-a">A</th><th id="d-head-b">B</th></tr></thead>
-<tbody></tbody></table>
-<script>window.RLSPEC_DIFF = {script_json(data)};</script>"""
-    return page("Diff", body, active="dashboard.html", scripts=("diff.js",), wide=True)
+<tbody></tbody></table>"""
+    return page("Diff", body, active="dashboard.html", scripts=("diff-data.js", "diff.js"), wide=True)
+
+
+def diff_data_script(book: Book) -> str:
+    """assets/diff-data.js: the runs the diff page compares (like the search index, a script of its own)."""
+    return f"window.RLSPEC_DIFF = {script_json(diff_data(book))};\n"

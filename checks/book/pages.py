@@ -272,14 +272,22 @@ def _verdicts_html(book: Book, clause) -> str:
 
 
 def _history_of(book: Book, column: Column, clause_id: str) -> str:
-    records = book.history.get(column.adapter, [])
-    cells = []
-    for record in records:
+    """The clause's verdict for this column over the library's releases, consecutive equal verdicts as one span
+    (``1.0.0 – 1.5.1: FAIL · 1.6.0 – 1.16.0: pass``)."""
+    from ..affected import release_of
+
+    runs: list[list] = []  # [first release, last release, status]
+    for record in book.history.get(column.adapter, []):
         for c in record["report"].get("candidates", []):
             if c.get("candidate") == column.candidate:
                 found = next((r for r in c.get("run", {}).get("clauses", []) if r.get("id") == clause_id), None)
                 state = found["status"] if found else "none"
-                cells.append(f'<span class="hist">{e(record["version"])}: {status(state)}</span>')
+                if runs and runs[-1][2] == state:
+                    runs[-1][1] = release_of(record)
+                else:
+                    runs.append([release_of(record), release_of(record), state])
+    cells = [f'<span class="hist">{e(first if first == last else f"{first} – {last}")}: {status(state)}</span>'
+             for first, last, state in runs]
     return " ".join(cells) or '<span class="muted">–</span>'
 
 

@@ -91,8 +91,8 @@
   function pick(select, wanted, fallback) {
     select.value = runs[wanted] ? wanted : fallback;
   }
-  // by default the first two releases of the first library with two in the history
-  var first = data.runs[0] ? data.runs[0].key : "", second = data.runs[1] ? data.runs[1].key : first;
+  // by default the first and the last release of the first library with two or more in the history
+  var first = (data["default"] || [])[0] || "", second = (data["default"] || [])[1] || first;
   pick(a, query.get("a"), first);
   pick(b, query.get("b"), second);
   same.checked = query.get("same") === "1";
