@@ -219,7 +219,9 @@ def bugs_found(path: Path, columns: list[Column], links) -> BugsFound | None:
         raise BookError(str(exc)) from None
     entries: dict[str, Defect] = {}
     for x in found:
-        entry = entries.setdefault(x.heading, Defect(anchors.get(x.heading, ""), x.heading, [], x.defect))
+        # the rendered heading's text is plain (no backticks): `time_limit_bootstrap=False` -> time_limit_bootstrap=False
+        anchor = anchors.get(x.heading) or anchors.get(x.heading.replace("`", ""), "")
+        entry = entries.setdefault(x.heading, Defect(anchor, x.heading, [], x.defect))
         entry.explains.append(x)
     return BugsFound(rendered.html, list(entries.values()))
 
