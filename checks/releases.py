@@ -367,6 +367,8 @@ def build_environment(decl: Declaration, release: str, *, envs: Path, constraint
         return Environment(None, path, seconds, reason=reason)
     packages = _packages(str(python), decl)
     if packages.get(decl.distribution) != release:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
         return Environment(None, path, seconds, packages,
                            reason=f"pip installed {decl.distribution} {packages.get(decl.distribution)}, not {release}")
     marker.write_text(wanted, encoding="utf-8")
@@ -398,7 +400,6 @@ def run_cells(plan: Plan, cells: list, *, envs: Path, base_python: str, keep_env
     from . import matrix
 
     envs = Path(envs)
-    constraints = None
     if build is None:
         constraints = constraints_file(envs, base_python)
 
