@@ -150,9 +150,9 @@ WRITTEN_AGAINST = "0.14.1"
 # The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
 RELEASES = {
     "distribution": "torchrl",
-    "range": ">=0.7.0",
-    "why": "0.7.0 has every class this adapter drives (the Bounded / Categorical specs, CQLLoss, DiscreteCQLLoss, "
-           "IQLLoss, HardUpdate, TD0Estimator, SACLoss(skip_done_states)); 0.6 lacks skip_done_states",
+    "range": ">=0.12.0",
+    "why": "0.12.0 is the first release whose loss modules take what this adapter builds (TD3Loss, IQLLoss and "
+           "CQLLoss a list of Q-value networks, SACLoss its accepted keys, scalar_output_mode); on 0.11.1 those raise",
     "with": {"tensordict": "=={major}.{minor}.*"},  # released in step with TorchRL
 }
 RLSPEC_ARRAY = "torch"
@@ -939,3 +939,11 @@ td3_actor_loss = _variant("TD3Loss.actor_loss for the deterministic actor loss (
 
 VARIANTS = ("l2_critic", "tanh_exact_preimage", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")
+
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with older releases in RELEASES (nothing here changes what a current release runs)
+
+if not hasattr(TanhNormal, "sample_and_log_prob"):  # TorchRL < 0.14: the code path of this variant does not exist
+    tanh_exact_preimage = _variant(tanh_exact_preimage.__doc__ + " (Not in this release: TorchRL 0.14 added it.)")
+
