@@ -24,6 +24,7 @@ verdicts gives the same file.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import time
@@ -54,7 +55,8 @@ def adapters() -> list[str]:
 # one adapter, in the interpreter that has its library (``python -m rlspec.checks.matrix NAME``)
 
 
-def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1, clauses=None) -> dict:
+def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int = 1, clauses=None,
+                  time_limit: float | None = None) -> dict:
     """Check adapter ``name`` and each of its VARIANTS here (``clauses``: a selection, for tests);
     a JSON-ready dict."""
     import importlib
@@ -64,8 +66,13 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     from .engine import run_conformance
     from .loader import load
 
+    from .releases import installed_outside
+
     report = {"adapter": name, "python": sys.executable, "python_version": platform.python_version()}
     started = time.perf_counter()
+    outside = installed_outside(name)
+    if outside:  # a release the adapter does not claim to drive: reported as such, never run, never failed
+        return {**report, "available": False, "outside_range": True, "reason": outside, "candidates": []}
     try:
         module = importlib.import_module(f"{PACKAGE}.{name}")
     except Exception as exc:  # noqa: BLE001 - any import failure means "not installed here"
@@ -75,7 +82,8 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     candidates = []
     for spec in specs:
         candidate = load(spec)
-        run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers)
+        run = run_conformance(spec, clauses=clauses, profile=profile, seed=seed, isolate=True, workers=workers,
+                              time_limit=time_limit)
         # a variant is described by its docstring, the adapter itself by RLSPEC_NOTE (what users must know
         # about its coverage, e.g. operations the library removed), if it declares one
         variant_doc = (getattr(getattr(module, spec.partition(":")[2], None), "__doc__", "") or "") if ":" in spec \
@@ -93,7 +101,7 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     return {**report, "available": True, "seconds": round(time.perf_counter() - started, 1), "candidates": candidates}
 
 
-def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
+def _run_elsewhere(name: str, python: str, profile: str, seed: int, time_limit: float | None = None) -> dict:
     """``python -m rlspec.checks.matrix name`` in another interpreter; its JSON document (written
     to a file: a library may print to stdout while it imports)."""
     import subprocess
@@ -102,6 +110,8 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlspec-matrix-") as tmp:
         target = Path(tmp) / f"{name}.json"
         command = [python, "-m", "rlspec.checks.matrix", name, "--profile", profile, "--seed", str(seed), "--json", str(target)]
+        if time_limit is not None:
+            command += ["--time-limit", str(time_limit)]
         started = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -122,8 +132,9 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int) -> dict:
 
 
 def merge(reports: list[dict], *, profile: str, seed: int) -> dict:
-    from .engine import VERSION
     from ..spec import catalogue
+    from .engine import VERSION
+    from .releases import commit
 
     reports = sorted(reports, key=lambda r: r["adapter"])
     known = [c.id for c in catalogue.clauses()]
@@ -131,6 +142,8 @@ def merge(reports: list[dict], *, profile: str, seed: int) -> dict:
     return {
         "schema": SCHEMA,
         "rlspec": VERSION,
+        "commit": commit(),
+        "date": datetime.date.today().isoformat(),
         "profile": profile,
         "seed": seed,
         "clauses": [c for c in known if c in seen] + sorted(seen - set(known)),
@@ -255,21 +268,69 @@ def write(matrix: dict, out_dir: Path) -> tuple[Path, Path]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rlspec matrix`` (the CLI adds this subcommand)."""
+    parser.description = ("Check the library adapters and write docs/conformance.md and .json (one release per library, "
+                           "in the environments given with --python); with --releases, every release of each adapter's "
+                           "declared range, each installed in an environment of its own, into docs/matrix-history; "
+                           "`rlspec matrix merge SHARD.json ...` combines the reports of --shard runs.")
+    parser.add_argument("action", nargs="?", choices=["merge"],
+                        help="merge: combine the reports of `--releases ... --shard I/N --json FILE` runs into the history")
+    parser.add_argument("reports", nargs="*", metavar="REPORT", help="with merge: the shards' JSON reports")
     parser.add_argument("--adapters", metavar="NAMES", help="comma-separated adapters (default: every built-in one)")
     parser.add_argument("--python", action="append", default=[], metavar="ADAPTER=PATH",
                         help="run this adapter in that interpreter (its own environment); repeatable")
-    parser.add_argument("--profile", default="ci", choices=["quick", "ci", "thorough"])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-j", "--jobs", type=int, default=1, help="adapters checked at the same time")
+    parser.add_argument("--profile", default="ci",
+                        help="quick, ci (the default) or thorough; with --releases, several separated by commas")
+    parser.add_argument("--seed", default="0", help="the seed (default 0); with --releases, several separated by commas")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="per-clause limit before a library call is killed (default: the profile's: quick 30, ci 120); "
+                             "on a busy machine a larger one keeps a slow call from reading as an error")
+    parser.add_argument("-j", "--jobs", type=int, default=1,
+                        help="adapters (with --releases: release environments) checked at the same time")
     parser.add_argument("--out", default="docs", metavar="DIR", help="where conformance.md and .json go (default docs)")
     parser.add_argument("--from-json", metavar="FILE", help="re-render the Markdown from this merged JSON; check nothing")
     parser.add_argument("--update", metavar="FILE",
                         help="keep the other adapters' results from this merged JSON; re-check only --adapters")
     parser.add_argument("--require", metavar="NAMES",
                         help="comma-separated adapters that must be installed: exit 2 if one is not")
+    releases = parser.add_argument_group("the matrix across releases (docs/matrix-history; docs/releases.md)")
+    releases.add_argument("--releases", metavar="SELECTION",
+                          help="all (every release in each adapter's declared range), latest, or comma-separated "
+                               "releases of one adapter's library; each is installed in an environment of its own")
+    releases.add_argument("--shard", metavar="I/N", help="run the I-th of N deterministic slices of the "
+                          "(adapter x release x profile x seed) cells; needs --json")
+    releases.add_argument("--json", metavar="FILE", help="write the run's report (a shard's, or merge's result) here")
+    releases.add_argument("--envs", metavar="DIR", help="where the release environments go (default: $TMPDIR/rlspec-release-envs)")
+    releases.add_argument("--keep-envs", action="store_true", help="keep each release's environment (reused by a later run)")
+    releases.add_argument("--base-python", metavar="PATH",
+                          help="the interpreter the environments are made from (default: this one's base interpreter)")
+    releases.add_argument("--list", action="store_true", help="print the cells (of the shard) and stop")
+    releases.add_argument("--affected", metavar="BUGS_FOUND",
+                          help="rewrite the 'Affected releases:' lines of this docs/bugs-found.md from the history in "
+                               "--out/matrix-history, check nothing")
 
 
 def run(args) -> int:
+    from . import releases
+
+    if args.action == "merge":
+        return releases.run_merge(args)
+    if args.affected:
+        from . import affected
+
+        return affected.run(args)
+    if args.releases is None and (args.shard or args.list or args.json):
+        print("rlspec: --shard, --list and --json belong to --releases", file=sys.stderr)
+        return 2
+    if args.releases is None:
+        try:
+            profiles, seeds = releases.profiles_of(args.profile), releases.seeds_of(args.seed)
+        except releases.ReleasesError as exc:
+            print(f"rlspec: {exc}", file=sys.stderr)
+            return 2
+        if len(profiles) > 1 or len(seeds) > 1:
+            print("rlspec: several profiles or seeds need --releases (the matrix is one profile and one seed)", file=sys.stderr)
+            return 2
+        args.profile, args.seed = profiles[0], seeds[0]
     if args.from_json:
         matrix = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -291,12 +352,18 @@ def run(args) -> int:
     if unknown:
         print(f"rlspec: no built-in adapter {', '.join(unknown)} (have: {', '.join(every)})", file=sys.stderr)
         return 2
+    if args.releases is not None:
+        if pythons:
+            print("rlspec: --releases makes an environment per release; --python does not apply", file=sys.stderr)
+            return 2
+        return releases.run(args, chosen)
 
     def one(name: str) -> dict:
         started = time.perf_counter()
         print(f"matrix: {name} ...", flush=True)
-        report = _run_elsewhere(name, pythons.get(name, sys.executable), args.profile, args.seed)
-        state = "not installed: " + report.get("reason", "") if not report.get("available") else ", ".join(
+        report = _run_elsewhere(name, pythons.get(name, sys.executable), args.profile, args.seed, args.time_limit)
+        state = ("outside its range: " if report.get("outside_range") else "not installed: ") + report.get("reason", "") \
+            if not report.get("available") else ", ".join(
             f"{c['candidate']} {_counts(c['run']['summary'])}" for c in report["candidates"])
         print(f"matrix: {name} done in {time.perf_counter() - started:.0f} s: {state}", flush=True)
         return report
@@ -345,8 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True, metavar="PATH")
+    parser.add_argument("--time-limit", type=float, default=None)
     args = parser.parse_args(argv)
-    report = check_adapter(args.adapter, profile=args.profile, seed=args.seed)
+    report = check_adapter(args.adapter, profile=args.profile, seed=args.seed, time_limit=args.time_limit)
     Path(args.json).write_text(json.dumps(report) + "\n", encoding="utf-8")
     return 0
 

@@ -456,7 +456,7 @@ def test_builds_without_mutants_when_asked(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(proofs_module, "PROOFS", {"gae.seed_example": proofs_module.PROOFS["gae.seed_example"]})
         summary = book_build.build(tmp_path / "site", mutants=None, figures=False, jobs=1)
-    assert summary.pages == len(catalogue.clauses()) + len(catalogue.chapters()) + 7
+    assert summary.pages == len(catalogue.clauses()) + len(catalogue.chapters()) + 8
     assert "built without tests/mutants" in (tmp_path / "site" / "clauses" / "GAE-BACKWARD-RECURSION.html").read_text(encoding="utf-8")
 
 
@@ -608,7 +608,7 @@ def test_browser_fail_cell_lands_on_its_counterexample_and_its_defect(built, bro
     matrix = json.loads(MATRIX.read_text(encoding="utf-8"))
     results = {(c.slug, k): r for c in collect.matrix_columns(matrix) for k, r in c.results.items()}
     _open(browser, site / "dashboard.html")
-    cell = browser.find_element("css selector", 'td[data-status="fail"] a.st-fail')
+    cell = _visible(browser, 'td[data-status="fail"] a.st-fail')[0]  # a library's own column (variants are folded)
     href = cell.get_attribute("href")
     clause_id = re.search(r"/clauses/([A-Z0-9-]+)\.html#v-(.+)$", href)
     cell.click()
@@ -621,7 +621,9 @@ def test_browser_fail_cell_lands_on_its_counterexample_and_its_defect(built, bro
     assert shown.split() == expected.split()
     # the defect entry of a FAIL, from the dashboard, in one click
     _open(browser, site / "dashboard.html")
-    ref = browser.find_element("css selector", 'td[data-status="fail"] a.bugref')
+    refs = _visible(browser, 'td[data-status="fail"] a.bugref')
+    assert all(r.get_attribute("href").partition("#")[2] for r in refs), "a defect link without its anchor"
+    ref = refs[0]
     anchor = ref.get_attribute("href").partition("#")[2]
     ref.click()
     assert browser.current_url.split("#")[0].endswith("/bugs-found.html")
@@ -633,7 +635,7 @@ def test_browser_fail_cell_lands_on_its_counterexample_and_its_defect(built, bro
 def test_browser_no_console_errors_and_no_request_leaves_the_files(built, browser):
     site, _ = built
     _requests(browser)  # drop what earlier tests loaded
-    for page in ["index.html", "dashboard.html", "history.html", "bugs-found.html", "bugs.html", "contract.html", "works.html",
+    for page in ["index.html", "dashboard.html", "history.html", "diff.html", "bugs-found.html", "bugs.html", "contract.html", "works.html",
                  "chapters/ppo.html", "chapters/gae.html", f"clauses/{CLAUSE_WITH_MATH}.html", "clauses/KL-K3-UNBIASED.html"]:
         _open(browser, site / page)
         assert not _console_errors(browser), page
@@ -647,7 +649,7 @@ def test_browser_candidate_markup_does_not_execute(evil, browser):
 
     site, _, run = evil
     for page in ["dashboard.html", "clauses/GAE-SEED-EXAMPLE.html", "clauses/PPO-ADVANTAGE-NORMALISATION.html",
-                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "index.html", "chapters/ppo.html",
+                 "clauses/RETURNS-REWARD-TO-GO.html", "history.html", "diff.html", "index.html", "chapters/ppo.html",
                  "clauses/PPO-UPDATE-FIRST-RATIOS-ONE.html"]:
         _open(browser, site / page)
         assert browser.execute_script("return typeof window.__pwned") == "undefined", page
@@ -656,4 +658,151 @@ def test_browser_candidate_markup_does_not_execute(evil, browser):
             browser.switch_to.alert.text  # noqa: B018 - raises when there is no alert
     _open(browser, site / "clauses" / "GAE-SEED-EXAMPLE.html")
     assert "<script>window.__pwned=3</script>" in browser.find_element("tag name", "body").text  # shown as text
+    assert not _console_errors(browser)
+
+
+# ------------------------------------------------------------------------------------------------
+# the dashboard people share, the history across releases and the diff (issue 30)
+
+
+@pytest.fixture(scope="session")
+def releases_book(tmp_path_factory):
+    """A book whose history holds three releases of sb3 (made from the committed matrix's sb3 report): 2.0.0 breaks
+    GAE-TRUNCATION-BOOTSTRAP, 2.1.0 fixes it, 2.2.0 is the matrix's; its releases.json lists a release that did not
+    install and one outside the range. Built in-process with two proofs (fast)."""
+    import copy
+
+    from rlspec.checks import releases
+    from rlspec.spec import proofs as proofs_module
+
+    folder = tmp_path_factory.mktemp("releases-book")
+    matrix = json.loads(MATRIX.read_text(encoding="utf-8"))
+    sb3 = next(r for r in matrix["adapters"] if r["adapter"] == "sb3")
+    hist = folder / "history"
+    for day, (release, broken) in enumerate((("2.0.0", True), ("2.1.0", False), ("2.2.0", False)), 1):
+        report = copy.deepcopy(sb3)
+        for c in report["candidates"]:
+            c["version"] = f"stable-baselines3 {release}"
+            for r in c["run"]["clauses"]:
+                if broken and c["candidate"] == "sb3" and r["id"] == "GAE-TRUNCATION-BOOTSTRAP":
+                    r.update(status="fail", message="truncation treated as termination (a stand-in)")
+        history.write_record(hist, report, rlspec="0.1.0", profile="quick", seed=0, today=f"2026-01-0{day}",
+                             extra={"release": release, "environment": {"stable-baselines3": release}})
+    (hist / "sb3" / releases.INDEX).write_text(json.dumps({
+        "schema": 1, "adapter": "sb3", "distribution": "stable-baselines3", "range": ">=2.0.0", "why": "Gymnasium",
+        "releases": {"1.8.0": {"status": "outside-range", "reason": "outside the declared range >=2.0.0: Gymnasium"},
+                     "2.0.0": {"status": "checked", "install_seconds": 50.0, "runs": {"quick/seed0": {"run_seconds": 90.0}}},
+                     "2.0.1": {"status": "not-installable", "reason": "pins a torch other than this machine's CPU build"}}}))
+    bugs = folder / "bugs-found.md"
+    bugs.write_text("# Defects\n\n## 1. sb3: truncation (a stand-in)\n\nCells: `sb3` GAE-TRUNCATION-BOOTSTRAP\n\nVersion: x\n\n"
+                    + (ROOT / "docs" / "bugs-found.md").read_text(encoding="utf-8").partition("\n## 1.")[0].partition("\n")[2], encoding="utf-8")
+    saved = proofs_module.PROOFS
+    few = {k: saved[k] for k in ("gae.seed_example", "returns.reward_to_go_recursion")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proofs_module, "PROOFS", few)
+        book_build.build(folder / "site", matrix=MATRIX, history=hist, bugs_found=bugs, figures=False, jobs=1)
+    return folder / "site"
+
+
+def test_dashboard_totals_per_implementation_and_chapter(built):
+    site, _ = built
+    text = (site / "dashboard.html").read_text(encoding="utf-8")
+    matrix = json.loads(MATRIX.read_text(encoding="utf-8"))
+    sb3 = next(c for r in matrix["adapters"] for c in r["candidates"] if c["candidate"] == "sb3")
+    statuses = [r["status"] for r in sb3["run"]["clauses"]]
+    provided = sum(s in ("pass", "fail", "error", "xfail") for s in statuses)
+    passed = statuses.count("pass")
+    row = re.search(r'<tr data-lib="sb3">.*?</tr>', text, re.S).group(0)
+    assert f"{passed} of {provided}<span class=\"pct\">{100 * passed / provided:.0f}%</span>" in row
+    assert row.count('<td class="rate') == 1 + len(catalogue.chapters())  # every chapter, then one per chapter
+    assert '<svg class="spark"' in row  # the pass rate over releases
+    assert 'id="run-meta"' in text and 'data-meta="profile"><code>ci</code>' in text
+
+
+def test_diff_data_encodes_every_run_of_the_book(releases_book):
+    text = (releases_book / "assets" / "diff-data.js").read_text(encoding="utf-8")
+    data = json.loads(re.fullmatch(r"window.RLSPEC_DIFF = (.*);\n", text).group(1))
+    keys = [r["key"] for r in data["runs"]]
+    assert keys[:3] == ["sb3@2.0.0", "sb3@2.1.0", "sb3@2.2.0"] and "matrix:sb3" in keys
+    i = data["clauses"].index("GAE-TRUNCATION-BOOTSTRAP")
+    first, second = (dict(r["columns"])["sb3"] for r in data["runs"][:2])
+    assert (first[i], second[i]) == ("f", "p") and len(first) == len(catalogue.clauses())
+
+
+def test_browser_dashboard_folds_variants_shows_every_library_and_writes_the_address(built, browser, artefacts):
+    from selenium.webdriver.support.ui import Select
+
+    site, _ = built
+    _open(browser, site / "dashboard.html")
+    width = browser.execute_script("return window.innerWidth")
+    assert width >= 1380  # the window is 1400 px wide
+    groups = _visible(browser, "#matrix-table th.lib")
+    libraries = {c["adapter"] for c in json.loads(MATRIX.read_text(encoding="utf-8"))["adapters"] if c.get("available")}
+    assert {g.get_attribute("data-lib") for g in groups} == libraries
+    right = browser.execute_script("return Math.max(...Array.from(document.querySelectorAll('#matrix-table th.lib'))"
+                                   ".map(th => th.getBoundingClientRect().right))")
+    assert right <= width, f"the last library ends at {right} px of {width}"
+    assert not _visible(browser, "th.colname.variant") and not _visible(browser, "td.cell.variant")
+    assert "?" not in browser.current_url  # the default view has no query
+    meta = browser.find_element("id", "run-meta").text
+    assert "rlspec" in meta and "profile" in meta and "seed" in meta and "commit" in meta and "date" in meta
+    assert _visible(browser, "#totals-table svg.spark")
+    Select(browser.find_element("id", "f-chapter")).select_by_value("gae")
+    Select(browser.find_element("id", "f-status")).select_by_value("fail")
+    browser.find_element("id", "f-variants").click()
+    assert _visible(browser, "th.colname.variant")
+    assert browser.current_url.endswith("dashboard.html?chapter=gae&status=fail&variants=1")
+    shown = len(_visible(browser, "tr.mrow"))
+    browser.execute_script("window.scrollTo(0, 0)")
+    _screenshot(browser, artefacts / "dashboard-filtered.png", 1500)
+    # the address is the view: opened afresh, it filters the same way
+    _open(browser, site / "dashboard.html", "?chapter=gae&status=fail&variants=1")
+    assert len(_visible(browser, "tr.mrow")) == shown and browser.find_element("id", "f-variants").is_selected()
+    assert Select(browser.find_element("id", "f-chapter")).first_selected_option.get_attribute("value") == "gae"
+    browser.find_element("id", "f-text").send_keys("GAE-T*")
+    assert "id=GAE-T*" in browser.current_url.replace("%2A", "*")
+    assert not _console_errors(browser)
+
+
+def test_browser_history_chart_defects_and_releases_tried(releases_book, browser, artefacts):
+    _open(browser, releases_book / "history.html")
+    section = browser.find_element("id", "h-sb3")
+    chart = section.find_element("css selector", "svg.spark.big")
+    assert chart.size["width"] > 400 and len(chart.find_elements("css selector", "circle")) == 3
+    assert "2.0.0" in chart.get_attribute("aria-label") and "2.2.0" in chart.get_attribute("aria-label")
+    cells = section.find_elements("css selector", "table.defects td.aff")
+    assert [c.get_attribute("class").split()[1] for c in cells] == ["affected", "not-affected", "not-affected"]
+    tried = section.find_element("css selector", "details.tried")
+    tried.find_element("tag name", "summary").click()
+    rows = {r.find_elements("tag name", "td")[0].text: r.find_elements("tag name", "td")[1].text
+            for r in tried.find_elements("css selector", "tbody tr")}
+    assert rows == {"2.0.1": "not-installable", "2.0.0": "checked", "1.8.0": "outside-range"}
+    assert "pins a torch other than" in tried.text
+    browser.execute_script("window.scrollTo(0, 0)")
+    _screenshot(browser, artefacts / "history.png", 1600)
+    change = section.find_element("css selector", "ul.changes a.difflink")
+    change.click()
+    assert browser.current_url.endswith("diff.html?a=sb3@2.0.0&b=sb3@2.1.0") or "a=sb3%402.0.0&b=sb3%402.1.0" in browser.current_url
+    assert not _console_errors(browser)
+
+
+def test_browser_diff_of_two_releases_and_two_runs(releases_book, browser, artefacts):
+    from selenium.webdriver.support.ui import Select
+
+    _open(browser, releases_book / "diff.html", "?a=sb3@2.0.0&b=sb3@2.2.0")
+    rows = _visible(browser, "#d-table tbody tr")
+    assert [r.find_element("tag name", "code").text for r in rows] == ["GAE-TRUNCATION-BOOTSTRAP"]
+    assert [s.text for s in rows[0].find_elements("css selector", ".st")] == ["FAIL", "pass"]
+    assert browser.find_element("id", "d-summary").text.startswith("1 of ")
+    _screenshot(browser, artefacts / "diff.png", 700)
+    browser.find_element("id", "d-swap").click()
+    assert [s.text for s in _visible(browser, "#d-table tbody tr .st")] == ["pass", "FAIL"]
+    assert "a=sb3%402.2.0&b=sb3%402.0.0" in browser.current_url or "a=sb3@2.2.0&b=sb3@2.0.0" in browser.current_url
+    # two runs of two libraries: their own columns
+    Select(browser.find_element("id", "d-a")).select_by_value("matrix:sb3")
+    Select(browser.find_element("id", "d-b")).select_by_value("matrix:skrl")
+    assert len(_visible(browser, "#d-table tbody tr")) > 5
+    browser.find_element("id", "d-same").click()
+    assert any(r.get_attribute("class") == "same" for r in _visible(browser, "#d-table tbody tr"))
+    assert "same=1" in browser.current_url
     assert not _console_errors(browser)

@@ -23,7 +23,8 @@ python=$1
 constraints=$2
 pip=("$python" -m pip install --disable-pip-version-check -c "$constraints")
 
-"${pip[@]}" --no-deps "openrlhf==0.11.2"
+release=${RLSPEC_RELEASE:-0.11.2}  # another release for rlspec matrix --releases (docs/releases.md)
+"${pip[@]}" --no-deps "openrlhf==$release"
 "${pip[@]}" "setuptools>=77.0.3" wheel  # deepspeed's setup.py build, without build isolation (torch wants >= 77.0.3)
 DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation "deepspeed==0.19.6"
 "${pip[@]}" einops hjson msgpack psutil py-cpuinfo "pydantic>=2" tqdm packaging \

@@ -23,7 +23,8 @@ python=$1
 constraints=$2
 pip=("$python" -m pip install --disable-pip-version-check -c "$constraints")
 
-"${pip[@]}" --no-deps "verl==0.9.1"
+release=${RLSPEC_RELEASE:-0.9.1}  # another release for rlspec matrix --releases (docs/releases.md)
+"${pip[@]}" --no-deps "verl==$release"
 "${pip[@]}" "ray>=2.41" "tensordict>=0.8,!=0.9.0,<=0.10.0" omegaconf codetiming orjson \
     "transformers>=5.5.3,!=5.6.0,<5.11" \
     torchdata datasets pandas "pyarrow>=19" dill peft cachetools fastapi uvicorn aiohttp

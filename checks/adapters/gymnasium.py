@@ -45,6 +45,13 @@ from gymnasium.wrappers import vector as vector_wrappers
 from gymnasium.wrappers.utils import RunningMeanStd, update_mean_var_count_from_moments
 
 WRITTEN_AGAINST = "1.4.0"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing Gymnasium; docs/releases.md).
+RELEASES = {
+    "distribution": "gymnasium",
+    "range": ">=1.1.0",
+    "why": "1.1.0 added gymnasium.vector.AutoresetMode, which the adapter's vector environments are built with; "
+           "the 1.x wrappers and their RunningMeanStd are the code judged",
+}
 RLSPEC_VERSION = f"gymnasium {gym.__version__}"
 RLSPEC_ARRAY = "numpy"
 RLSPEC_CONVENTIONS = {

@@ -103,6 +103,12 @@ import torch
 from ._rows import episode_rows
 
 WRITTEN_AGAINST = "0.11.2"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "openrlhf",
+    "range": ">=0.11.0",
+    "why": "provisional",
+}
 
 # packages whose __init__ cannot run without CUDA-only or serving dependencies (flash-attn, vLLM)
 _BARE_PACKAGES = ("openrlhf.models", "openrlhf.trainer.ray")

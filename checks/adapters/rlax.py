@@ -34,6 +34,7 @@ gradient code: those operations are not provided. Declared deviations: ``rlax.xf
 
 from __future__ import annotations
 
+from importlib.metadata import version as _version
 from types import SimpleNamespace
 
 import jax
@@ -47,7 +48,14 @@ import rlax  # noqa: E402
 import torch  # noqa: E402
 
 RLSPEC_ARRAY = "numpy"  # rlax's functions take jax arrays; the adapter converts per segment
-RLSPEC_VERSION = f"rlax {getattr(rlax, '__version__', '0.1.9')}, jax {jax.__version__}, distrax {distrax.__version__}"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "rlax",
+    "range": ">=0.1.5",
+    "why": "provisional",
+}
+# the installed distributions' versions (an rlax release without __version__ must not read as another one)
+RLSPEC_VERSION = f"rlax {_version('rlax')}, jax {jax.__version__}, distrax {_version('distrax')}"
 RLSPEC_CONVENTIONS = {"dual_clip": None}  # clipped_surrogate_pg_loss has a symmetric clip, no dual clip
 
 _vmapped_gae = jax.jit(jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0)))

@@ -142,6 +142,13 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 WRITTEN_AGAINST = "2.9.2"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing SB3; docs/releases.md).
+RELEASES = {
+    "distribution": "stable-baselines3",
+    "range": ">=2.0.0",
+    "why": "2.0.0 is SB3's first release on Gymnasium (terminated / truncated, the final observation), "
+           "which the gae path replays; 1.x is on gym",
+}
 RLSPEC_VERSION = f"stable-baselines3 {stable_baselines3.__version__}"
 RLSPEC_ARRAY = "numpy"  # gae, td_target and the target schedules take numpy; the loss and network operations receive torch
 RLSPEC_PRECISION = "float32"  # RolloutBuffer, ReplayBuffer and the networks are float32 (see the module docstring)
@@ -283,9 +290,10 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
         model.set_env(env, force_reset=True)
         model.n_steps, model.gamma, model.gae_lambda = T, float(gamma), float(lam)
         # a fresh buffer for this rollout, built as OnPolicyAlgorithm._setup_model builds it
-        model.rollout_buffer = model.rollout_buffer_class(
+        buffer_class, buffer_kwargs = _rollout_buffer_class(model)
+        model.rollout_buffer = buffer_class(
             T, model.observation_space, model.action_space, device=model.device, gamma=model.gamma,
-            gae_lambda=model.gae_lambda, n_envs=N, **model.rollout_buffer_kwargs,
+            gae_lambda=model.gae_lambda, n_envs=N, **buffer_kwargs,
         )
         _, callback = model._setup_learn(total_timesteps=T * N)  # resets the envs and counters, as learn() does
         model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=T)
@@ -885,7 +893,7 @@ timeouts_as_terminal = SimpleNamespace(
 VARIANTS = ("td3_target_updates", "timeouts_as_terminal")
 
 
-# =============================================================================================
+# ======================================================================================
 # Normalisation and the diagnostics of an update (spec/clauses/35_normalisation.toml), kept in one section.
 #
 # - running_moments: ``common.running_mean_std.RunningMeanStd(shape=(D,))`` (epsilon=1e-4: count 1e-4, mean 0,
@@ -1070,3 +1078,14 @@ def diagnostic_explained_variance(values, returns):
     zeros = np.zeros(len(values))
     logged = _train_diagnostics(zeros, zeros, values=values, returns=returns)["train/explained_variance"]
     return np.asarray(logged, dtype=np.float64)
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with older releases in RELEASES (nothing here changes what a current release runs)
+
+
+def _rollout_buffer_class(model):
+    """``(rollout_buffer_class, rollout_buffer_kwargs)`` as ``_setup_model`` uses them. SB3 2.0 has neither
+    attribute: its ``_setup_model`` builds ``RolloutBuffer`` (Box observations) with no extra arguments."""
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    return getattr(model, "rollout_buffer_class", RolloutBuffer), getattr(model, "rollout_buffer_kwargs", {})

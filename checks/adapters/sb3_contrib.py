@@ -63,6 +63,13 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 WRITTEN_AGAINST = "2.9.2"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "sb3-contrib",
+    "range": ">=2.0.0",
+    "why": "2.0.0 is sb3-contrib's first release on Gymnasium and SB3 2.0 (the TRPO this adapter drives); 1.x is on gym",
+    "with": {"stable-baselines3": "=={major}.{minor}.*"},  # released in step with SB3
+}
 RLSPEC_VERSION = f"sb3-contrib {sb3_contrib.__version__}"
 RLSPEC_ARRAY = "numpy"  # trpo_update and fisher_vector_product receive torch from the suite
 RLSPEC_CONVENTIONS = {

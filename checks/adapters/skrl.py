@@ -146,6 +146,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import logging
 import math
 import random
@@ -174,6 +175,13 @@ from skrl.models.torch import DeterministicMixin, GaussianMixin, Model
 from skrl.resources.noises.torch import Noise
 
 WRITTEN_AGAINST = "2.1.1"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "skrl",
+    "range": ">=2.0.0",
+    "why": "2.0.0 refactored skrl's agents (dataclass configurations, observations apart from states, "
+           "record_transition's signature), the API every operation here drives; 1.x agents take dict configurations",
+}
 RLSPEC_VERSION = f"skrl {skrl.__version__}"
 RLSPEC_ARRAY = "numpy"  # gae takes numpy; the loss operations receive torch tensors from the suite
 RLSPEC_PRECISION = "float32"  # skrl's memory is float32
@@ -359,7 +367,7 @@ def _gae_time_limit_bootstrap(rewards, values, next_values, terminated, truncate
             last_values, _ = agent.value.act({"observations": agent._current_next_observations[-1:]}, role="value")
             returns, _ = compute_gae(
                 rewards=memory.get_tensor_by_name("rewards"), terminated=memory.get_tensor_by_name("terminated"),
-                truncated=memory.get_tensor_by_name("truncated"), values=stored_values, last_values=last_values,
+                truncated=_stored_truncated(memory), values=stored_values, last_values=last_values,
                 discount_factor=cfg.discount_factor, lambda_coefficient=cfg.gae_lambda,
                 time_limit_bootstrap=cfg.time_limit_bootstrap,
             )
@@ -1248,7 +1256,7 @@ dqn = SimpleNamespace(
 VARIANTS = ("time_limit_bootstrap", "unclamped_log_std", "td3", "dqn")
 
 
-# =============================================================================================
+# ======================================================================================
 # Normalisation (spec/clauses/35_normalisation.toml), kept in one section.
 #
 # skrl's ``resources.preprocessors.torch.RunningStandardScaler`` is the state (and value) preprocessor of its agents:
@@ -1305,3 +1313,43 @@ def normalize_observations(obs, train_steps):
     scaler = _scaler(D)
     x = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
     return torch.stack([scaler(x[t], train=t < train_steps) for t in range(T)])
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with older releases in RELEASES (nothing here changes what a current release runs)
+
+
+def _stored_truncated(memory):
+    """The memory's ``truncated`` tensor; skrl 2.0.0's PPO stores none (its compute_gae does not read it)."""
+    return memory.get_tensor_by_name("truncated") if "truncated" in memory.tensors else None
+
+
+def _compute_gae_2_0(original):
+    """skrl 2.0.0's ``compute_gae(rewards, terminated, values, next_values, ...)`` under 2.1's keywords. 2.0.0 has no
+    ``truncated`` and no ``time_limit_bootstrap`` (a truncated step never ends its trace there; with the option on,
+    ``record_transition`` alone folds ``gamma V`` into the reward) and calls ``last_values`` ``next_values``."""
+
+    def compute_gae(*, truncated=None, last_values, time_limit_bootstrap=False, **rest):
+        return original(next_values=last_values, **rest)
+
+    return compute_gae
+
+
+if "truncated" not in inspect.signature(compute_gae).parameters:  # skrl 2.0.0: the functions above call this name
+    compute_gae = _compute_gae_2_0(compute_gae)
+
+
+def _memory_without_replacement(original):
+    """skrl 2.0.0's RandomMemory samples *with* replacement by default (2.1.0 made it False). The off-policy operations
+    feed one batch and read every row of it back (``sampling_indexes``), which needs each row drawn once; whether
+    the rows come with replacement is not the math any clause judges."""
+
+    class RandomMemory(original):
+        def __init__(self, *args, replacement: bool = False, **kwargs):
+            super().__init__(*args, replacement=replacement, **kwargs)
+
+    return RandomMemory
+
+
+if inspect.signature(RandomMemory.__init__).parameters["replacement"].default:  # skrl 2.0.0
+    RandomMemory = _memory_without_replacement(RandomMemory)
+

@@ -155,6 +155,13 @@ import torch._dynamo  # noqa: E402,F401
 
 RLSPEC_ARRAY = "numpy"
 RLSPEC_PRECISION = "float32"  # PPO ratios are cast to float32 (see the module docstring)
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "tianshou",
+    "range": ">=2.0.0",
+    "why": "2.0.0 split Tianshou's policies into Algorithm and Policy classes, the API every operation here drives; "
+           "1.x has the former BasePolicy API",
+}
 RLSPEC_VERSION = f"tianshou {tianshou.__version__}"
 RLSPEC_CONVENTIONS = {
     "dual_clip": None,  # PPO(dual_clip=None) by default

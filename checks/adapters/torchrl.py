@@ -158,6 +158,14 @@ from torchrl.objectives.value import GAE, TD0Estimator
 from torchrl.objectives.value.functional import generalized_advantage_estimate, vec_generalized_advantage_estimate
 
 WRITTEN_AGAINST = "0.14.1"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "torchrl",
+    "range": ">=0.12.0",
+    "why": "0.12.0 is the first release whose loss modules take what this adapter builds (TD3Loss, IQLLoss and "
+           "CQLLoss a list of Q-value networks, SACLoss its accepted keys, scalar_output_mode); on 0.11.1 those raise",
+    "with": {"tensordict": "=={major}.{minor}.*"},  # released in step with TorchRL
+}
 RLSPEC_ARRAY = "torch"
 RLSPEC_PRECISION = "float32"  # float32 coefficients whatever the data (see the module docstring)
 RLSPEC_VERSION = f"torchrl {torchrl.__version__}, tensordict {tensordict.__version__}"
@@ -997,7 +1005,7 @@ VARIANTS = ("l2_critic", "tanh_log_prob_of_action", "vec_gae", "gae_without_term
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")
 
 
-# =============================================================================================
+# ======================================================================================
 # Normalisation and the diagnostics of an update (spec/clauses/35_normalisation.toml), kept in one section.
 #
 # - running_moments / normalize_observations / scale_rewards: ``envs.transforms.VecNorm()`` as a user gets it (the
@@ -1159,3 +1167,10 @@ vecnorm_v2 = SimpleNamespace(
     RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "normalization_eps": 1e-4, "normalization_scope": "per-environment"},
 )
 VARIANTS = VARIANTS + ("vecnorm_reward", "vecnorm_v2")
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with older releases in RELEASES (nothing here changes what a current release runs)
+
+if not hasattr(TanhNormal, "sample_and_log_prob"):  # TorchRL < 0.14: the code path of this variant does not exist
+    tanh_exact_preimage = _variant(tanh_exact_preimage.__doc__ + " (Not in this release: TorchRL 0.14 added it.)")
+

@@ -94,6 +94,14 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 from trl.trainer.rloo_trainer import RLOOTrainer
 
 WRITTEN_AGAINST = "1.16.0"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "trl",
+    "range": ">=1.0.0",
+    "why": "1.0.0 is TRL's first stable release, with the GRPOTrainer and RLOOTrainer methods this adapter calls "
+           "unbound (_generate_and_score_completions, _compute_loss); their private interfaces changed in 1.1, 1.3, 1.7 "
+           "and 1.9, bridged by the small shims at the end of the module",
+}
 RLSPEC_VERSION = f"trl {trl.__version__}"
 RLSPEC_ARRAY = "torch"
 RLSPEC_CONVENTIONS = {
@@ -171,7 +179,7 @@ def _model_logps(tensors: dict):
 
     def get(model, *args, **kwargs):
         logps = tensors[model]
-        return logps, torch.zeros_like(logps.detach()), None  # log-probs, entropies, aux loss
+        return (logps, torch.zeros_like(logps.detach()), None)[:_LOGPS_OUTPUTS]  # log-probs, entropies, aux loss
 
     return get
 
@@ -281,7 +289,7 @@ def _score(trainer, scores, num_generations, *, scale_rewards="group", beta=0.0,
 
     def generate(prompts):
         if trainer is GRPOTrainer:  # prompt ids, completion ids, tool mask, texts, sampling logps, extra, images, tool images
-            return [[1]] * N, [[2]] * N, None, ["c"] * N, None, {}, None, [None] * N
+            return _grpo_generated(([[1]] * N, [[2]] * N, None, ["c"] * N, None, {}, None, [None] * N))
         return [[1]] * N, [[2]] * N, ["c"] * N  # RLOO: prompt ids, completion ids, texts
 
     stub = SimpleNamespace(
@@ -291,7 +299,8 @@ def _score(trainer, scores, num_generations, *, scale_rewards="group", beta=0.0,
         reward_funcs=[_reward_function(scores)], reward_processing_classes=[None], reward_func_names=["score"],
         _log_completion_extra=None, _log_metric=None, state=SimpleNamespace(global_step=0),
         _get_per_token_logps_and_entropies=_model_logps(logps),
-        _tokenizer=SimpleNamespace(pad_token_id=0), pad_to_multiple_of=None, mask_truncated_completions=False,
+        _tokenizer=SimpleNamespace(pad_token_id=0), pad_token_id=0, processing_class=_PROCESSING_CLASS,  # (TRL < 1.7, below)
+        pad_to_multiple_of=None, mask_truncated_completions=False,
         eos_token_ids=[3],
         args=SimpleNamespace(report_to=[], per_device_train_batch_size=N, per_device_eval_batch_size=N, steps_per_generation=1,
                              gradient_accumulation_steps=1, gradient_checkpointing_kwargs=None),
@@ -305,6 +314,7 @@ def _score(trainer, scores, num_generations, *, scale_rewards="group", beta=0.0,
                "extra": defaultdict(list), "images": []},
     )
     logger = logging.getLogger(trainer.__module__)  # TRL warns when every reward function returned None
+    _accelerate_logging_ready()  # (below)
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
@@ -409,3 +419,34 @@ rloo = SimpleNamespace(
 )
 
 VARIANTS = ("bnpo", "rloo")
+
+
+# ---------------------------------------------------------------------------------------------
+# compatibility with older releases in RELEASES (nothing here changes what a current release runs)
+
+# _get_per_token_logps_and_entropies returns (log-probs, entropies, aux loss) from TRL 1.7.0 (the MoE auxiliary
+# loss, huggingface/trl #6083), (log-probs, entropies) before: its callers unpack exactly that many.
+_LOGPS_OUTPUTS = 3 if tuple(int(p) for p in trl.__version__.split(".")[:2]) >= (1, 7) else 2  # noqa: E501
+# RLOOTrainer reads self.pad_token_id before TRL 1.3.0 and self._tokenizer.pad_token_id from it: the stub has both.
+# Before TRL 1.7.0 _generate_and_score_completions decodes the texts itself: processing_class.batch_decode.
+_PROCESSING_CLASS = SimpleNamespace(batch_decode=lambda ids, **_: ["c"] * len(ids))
+_VERSION = tuple(int(p) for p in trl.__version__.split(".")[:2])
+
+
+def _grpo_generated(outputs: tuple) -> tuple:
+    """GRPOTrainer._generate's outputs as this release unpacks them: before TRL 1.9.0 (huggingface/trl #6439) the
+    generation batch's completion-token count (num_items_in_batch) came fifth, and before 1.1.0 there were no
+    images; the advantages read neither."""
+    if _VERSION >= (1, 9):
+        return outputs
+    outputs = outputs[:4] + (torch.tensor(sum(len(c) for c in outputs[1])),) + outputs[4:]
+    return outputs if _VERSION >= (1, 1) else outputs[:-2]
+
+
+def _accelerate_logging_ready() -> None:
+    """TRL's warning for an unscorable completion goes through accelerate's logger, which raises unless accelerate's
+    process state exists; a TRL 1.x import before 1.6 does not create it, so the adapter does (one CPU process)."""
+    from accelerate import PartialState
+
+    PartialState()
+

@@ -110,6 +110,12 @@ from verl.workers.config import ActorConfig
 from ._rows import episode_rows
 
 WRITTEN_AGAINST = "0.9.1"
+# The releases this adapter drives (``rlspec matrix --releases`` reads it without importing the library; docs/releases.md).
+RELEASES = {
+    "distribution": "verl",
+    "range": ">=0.8.0",
+    "why": "provisional",
+}
 RLSPEC_VERSION = f"verl {verl.__version__}"
 RLSPEC_ARRAY = "torch"
 RLSPEC_CONVENTIONS = {

@@ -24,7 +24,7 @@ DEFAULT_BUGS_FOUND = ROOT / "docs" / "bugs-found.md"
 DEFAULT_MUTANTS = ROOT / "tests" / "mutants"
 DEFAULT_VECTORS = ROOT / "vectors"
 MARKER = ".rlspec-book"  # a folder holding this is one the book may overwrite
-ASSETS = ("book.css", "book.js", "dashboard.js")
+ASSETS = ("book.css", "book.js", "dashboard.js", "diff.js")
 
 # Where each figure of checks/figures.py belongs, and what it shows (the claims come from the figure module).
 FIGURES = (
@@ -131,7 +131,7 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
         from .. import contract_docs
         from ..registry import load_all
         from ...spec import contract
-        from . import markdown, pages
+        from . import dashboard, markdown, pages
         from .html import page as frame, script_json
 
         matrix_data = collect.read_matrix(matrix)
@@ -141,7 +141,8 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
             if column.slug in seen:
                 raise BookError(f"two columns named {column.candidate!r} (from {seen[column.slug]} and {column.origin})")
             seen[column.slug] = column.origin
-        history_data = collect.history(history)
+        history_data = collect.history(history)  # each adapter's release history: one run configuration (history.series)
+        release_indexes = collect.release_indexes(history)
         found = collect.bugs_found(bugs_found, columns, _links(columns))
         mutant_list = collect.mutants(Path(mutants)) if mutants is not None else []
         vector_cases, vector_files = collect.vector_cases(Path(vectors)) if vectors is not None else ({}, [])
@@ -167,7 +168,7 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
 
     book = pages.Book(chapters=catalogue.chapters(), proofs=proofs, reference=reference, checks=checks, mutants=mutant_list,
                       vectors=vector_cases, columns=columns, matrix=matrix_data, history=history_data, bugs_found=found,
-                      figures=drawn, studies=study_list, library_values=library_values)
+                      figures=drawn, studies=study_list, library_values=library_values, releases=release_indexes)
     written = 0
 
     def write(relative: str, text: str) -> None:
@@ -180,8 +181,9 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
         write(f"chapters/{chapter.name}.html", pages.chapter_page(book, chapter))
     for clause in book.clauses:
         write(f"clauses/{clause.id}.html", pages.clause_page(book, clause))
-    write("dashboard.html", pages.dashboard_page(book))
-    write("history.html", pages.history_page(book))
+    write("dashboard.html", dashboard.dashboard_page(book))
+    write("history.html", dashboard.history_page(book))
+    write("diff.html", dashboard.diff_page(book))
     write("bugs.html", pages.bugs_page(book))
     write("works.html", pages.works_page(book))
     contract_md = contract_docs.markdown(Path(matrix) if matrix is not None else None)
@@ -194,6 +196,7 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
     for name in ASSETS:
         (out / "assets" / name).write_bytes(resources.files(__package__).joinpath("assets", name).read_bytes())
     write("assets/search-index.js", f"window.RLSPEC_SEARCH = {script_json(pages.search_index(book))};\n")
+    write("assets/diff-data.js", dashboard.diff_data_script(book))
     if vector_files:
         (out / "vectors").mkdir(exist_ok=True)
         for path in vector_files:

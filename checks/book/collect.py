@@ -256,7 +256,17 @@ def studies(folder: Path | None) -> list[dict]:
 
 
 def history(folder: Path | None) -> dict[str, list[dict]]:
+    """adapter -> its release history: the records of one run configuration (``history.series``: the profile and
+    seed most of them share), oldest release first."""
     try:
-        return history_mod.load(folder) if folder is not None else {}
+        loaded = history_mod.load(folder) if folder is not None else {}
     except history_mod.HistoryError as exc:
         raise BookError(str(exc)) from None
+    return {adapter: history_mod.series(records) for adapter, records in loaded.items()}
+
+
+def release_indexes(folder: Path | None) -> dict[str, dict]:
+    """adapter -> its ``releases.json`` (every release tried by ``rlspec matrix --releases``)."""
+    from ..releases import load_indexes
+
+    return load_indexes(folder) if folder is not None else {}

@@ -36,6 +36,7 @@ class Book:
     figures: list[dict]  # {"file", "chapter", "title", "claims": [(claim, holds, numbers)]}
     studies: list[dict]
     library_values: dict = field(default_factory=dict)  # convention -> {adapter: value}
+    releases: dict = field(default_factory=dict)  # adapter -> its docs/matrix-history/ADAPTER/releases.json
 
     @property
     def clauses(self):
@@ -281,14 +282,22 @@ def _verdicts_html(book: Book, clause) -> str:
 
 
 def _history_of(book: Book, column: Column, clause_id: str) -> str:
-    records = book.history.get(column.adapter, [])
-    cells = []
-    for record in records:
+    """The clause's verdict for this column over the library's releases, consecutive equal verdicts as one span
+    (``1.0.0 – 1.5.1: FAIL · 1.6.0 – 1.16.0: pass``)."""
+    from ..affected import release_of
+
+    runs: list[list] = []  # [first release, last release, status]
+    for record in book.history.get(column.adapter, []):
         for c in record["report"].get("candidates", []):
             if c.get("candidate") == column.candidate:
                 found = next((r for r in c.get("run", {}).get("clauses", []) if r.get("id") == clause_id), None)
                 state = found["status"] if found else "none"
-                cells.append(f'<span class="hist">{e(record["version"])}: {status(state)}</span>')
+                if runs and runs[-1][2] == state:
+                    runs[-1][1] = release_of(record)
+                else:
+                    runs.append([release_of(record), release_of(record), state])
+    cells = [f'<span class="hist">{e(first if first == last else f"{first} – {last}")}: {status(state)}</span>'
+             for first, last, state in runs]
     return " ".join(cells) or '<span class="muted">–</span>'
 
 
@@ -435,148 +444,7 @@ def _study_html(study: dict) -> str:
             + "</figcaption></figure>")
 
 
-# ------------------------------------------------------------------------------------------------
-# dashboard
-
-
-def _cell(book: Book, clause_id: str, column: Column) -> str:
-    result = column.results.get(clause_id)
-    state = result["status"] if result else "none"
-    attrs = f'data-col="{e(column.slug)}" data-lib="{e(column.adapter)}" data-status="{e(state)}"'
-    if state in ATTENTION:
-        title = (result.get("message") or state)[:300]
-        inner = status(state, verdict_href(clause_id, column), title=title)
-        if state in ("fail", "error") and book.bugs_found is not None:
-            entries = book.bugs_found.explaining(clause_id, column)
-            inner += "".join(f'<a class="bugref" href="bugs-found.html#{e(d.anchor)}" title="{e(d.title)} (bugs-found.md)">'
-                             f'{e(d.title.split(" ")[0])}</a>' for d in entries)
-    elif state == "none":
-        inner = '<span class="st st-none" title="not run on this clause">·</span>'
-    else:
-        inner = status(state)
-    return f'<td class="cell {"variant" if column.variant else ""}" {attrs}>{inner}</td>'
-
-
-def dashboard_page(book: Book) -> str:
-    columns = book.columns
-    matrix = book.matrix
-    versions = []
-    for column in book.libraries + [c for c in columns if c.origin != "matrix"]:
-        records = book.history.get(column.adapter, [])
-        seen = ", ".join(e(r["version"]) for r in records) or '<span class="muted">none</span>'
-        s = {k: sum(r.get("status") == k for r in column.results.values()) for k in ("pass", "fail", "error", "xfail")}
-        variants = [c for c in columns if c.adapter == column.adapter and c.variant]
-        versions.append(f'<tr><td><code>{e(column.adapter)}</code></td><td>{e(column.version)}</td>'
-                        f'<td>{s["pass"]}</td><td>{s["fail"]}</td><td>{s["error"]}</td><td>{s["xfail"]}</td>'
-                        f'<td>{len(variants)}</td><td><a href="history.html#h-{e(column.adapter)}">{seen}</a></td></tr>')
-    missing = [r for r in matrix.get("adapters", []) if not r.get("available")]
-    versions += [f'<tr><td><code>{e(r.get("adapter"))}</code></td><td colspan="7">not installed: {e(r.get("reason", ""))}</td></tr>'
-                 for r in missing]
-    meta = (f'rlspec {e(matrix.get("rlspec", ""))}, profile <code>{e(matrix.get("profile", ""))}</code>, seed {e(matrix.get("seed", ""))}'
-            if matrix.get("adapters") else "no matrix given")
-    chapter_options = "".join(f'<option value="{e(ch.name)}" title="{e(ch.title)}">{e(ch.name)}</option>' for ch in book.chapters)
-    library_options = "".join(f'<option value="{e(a)}">{e(a)}</option>' for a in dict.fromkeys(c.adapter for c in columns))
-    head_groups, head_cols = [], []
-    for adapter in dict.fromkeys(c.adapter for c in columns):
-        group = [c for c in columns if c.adapter == adapter]
-        short = next((w.strip(",") for w in group[0].version.split() if w[:1].isdigit()), group[0].version)
-        head_groups.append(f'<th colspan="{len(group)}" class="lib" data-lib="{e(adapter)}" title="{e(group[0].version)}">'
-                           f'{e(adapter)}<br><span class="ver">{e(short)}</span></th>')
-        for c in group:
-            label = c.variant or "default"
-            head_cols.append(f'<th class="colname {"variant" if c.variant else ""}" data-col="{e(c.slug)}" data-lib="{e(c.adapter)}" '
-                             f'title="{e(c.candidate)}: {e(c.description)}"><span>{e(label)}</span></th>')
-    rows = []
-    for ch in book.chapters:
-        for clause in ch.clauses:
-            passed, provided = book.tally(clause.id)
-            cells = "".join(_cell(book, clause.id, c) for c in columns)
-            rows.append(f'<tr id="row-{e(clause.id)}" class="mrow" data-chapter="{e(ch.name)}" data-pass="{passed}" data-provided="{provided}">'
-                        f'<th class="rowname" scope="row"><a href="{clause_href(clause.id)}"><code>{e(clause.id)}</code></a></th>'
-                        f'<td class="tally-cell">{_tally_html(book, clause.id)}</td>{cells}</tr>')
-    statuses = "".join(f'<option value="{v}">{label}</option>' for v, label in (
-        ("fail", "a FAIL"), ("error", "an error"), ("xfail", "a declared deviation"), ("attention", "FAIL, error or xfail"),
-        ("pass", "a pass"), ("all-pass", "every provided column passes"), ("not-provided", "not provided")))
-    libraries_html = (f'<section id="versions"><h2>Libraries</h2><table class="versions"><thead><tr><th>adapter</th><th>version</th>'
-                      f'<th>pass</th><th>FAIL</th><th>error</th><th>xfail</th><th>variants</th><th>versions in the history</th></tr></thead>'
-                      f'<tbody>{"".join(versions)}</tbody></table></section>')
-    body = f"""<h1>Implementations dashboard</h1>
-<p class="muted">Every clause against every library adapter of the conformance matrix ({meta}). A library's default column and its
-variant columns (other configurations or code paths of the same library) are checked alike; "N of M" counts the libraries' default
-columns that pass among those that provide the operation. Each FAIL, error and xfail links to its counterexample on the clause page;
-the numbered link beside a FAIL opens its entry in <a href="bugs-found.html">the defects found</a>. Versions: below the matrix and in
-<a href="history.html">the history</a>.</p>
-<section id="matrix">
-<form class="filters" id="filters" onsubmit="return false">
-<label>chapter <select id="f-chapter"><option value="">every chapter</option>{chapter_options}</select></label>
-<label>library <select id="f-library"><option value="">every library</option>{library_options}</select></label>
-<label>rows with <select id="f-status"><option value="">any verdict</option>{statuses}</select></label>
-<label><input type="checkbox" id="f-variants" checked> variant columns</label>
-<label>id <input type="search" id="f-text" placeholder="GAE-*" size="14"></label>
-<output id="f-count" aria-live="polite"></output>
-</form>
-<div class="matrix-wrap"><table class="matrix" id="matrix-table"><thead>
-<tr><th rowspan="2" class="rowname">clause</th><th rowspan="2" class="tally-head" title="libraries that pass, of those that provide the operation">N of M<br>pass</th>{"".join(head_groups)}</tr>
-<tr>{"".join(head_cols)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>
-{libraries_html}"""
-    return page("Dashboard", body, active="dashboard.html", scripts=("dashboard.js",), wide=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# history
-
-
-def history_page(book: Book) -> str:
-    if not book.history:
-        return page("History", "<h1>Verdict history</h1><p class=\"muted\">No matrix history was given to this build "
-                               "(<code>docs/matrix-history</code>, written by <code>rlspec matrix</code>).</p>", active="history.html")
-    parts = ['<h1>Verdict history</h1><p class="muted">Each library\'s verdicts on every version the matrix has been run on '
-             '(<code>docs/matrix-history/ADAPTER/VERSION.json</code>, one file per version, written by <code>rlspec matrix</code>): '
-             'the counts per version, the verdicts that changed from one version to the next, and every verdict.</p>',
-             '<ul class="toc-inline">' + "".join(f'<li><a href="#h-{e(a)}">{e(a)}</a> ({len(r)})</li>' for a, r in sorted(book.history.items())) + "</ul>"]
-    clause_ids = [c.id for c in book.clauses]
-    for adapter, records in sorted(book.history.items()):
-        summary, heads, grid = [], [], []
-        for record in records:
-            for c in record["report"].get("candidates", []):
-                results = {r.get("id"): r for r in c.get("run", {}).get("clauses", [])}
-                counts = {k: sum(r.get("status") == k for r in results.values()) for k in ("pass", "fail", "error", "xfail")}
-                summary.append(f'<tr><td>{e(record["version"])}</td><td><code>{e(c.get("candidate"))}</code></td>'
-                               f'<td>{e(record.get("recorded", ""))}</td><td>rlspec {e(record.get("rlspec", ""))}, {e(record.get("profile", ""))}, '
-                               f'seed {e(record.get("seed", ""))}</td>' + "".join(f"<td>{counts[k]}</td>" for k in counts) + "</tr>")
-                heads.append(f'<th title="{e(c.get("candidate"))}: {e(c.get("description", ""))}">{e(record["version"])}<br>'
-                             f'<span class="ver">{e(c.get("variant") or "default")}</span></th>')
-                grid.append((c.get("candidate"), record["version"], results))
-        changes, body_rows = [], []
-        for clause_id in clause_ids:
-            states = [(cand, version, res.get(clause_id, {}).get("status", "none"), res.get(clause_id, {}).get("message", ""))
-                      for cand, version, res in grid]
-            if all(st in ("none", "not-provided") for _, _, st, _ in states):
-                continue
-            cells, last = [], {}
-            for cand, version, state, message in states:
-                if cand in last and last[cand][1] != state:
-                    changes.append(f'<li><a href="clauses/{e(clause_id)}.html"><code>{e(clause_id)}</code></a> <code>{e(cand)}</code>: '
-                                   f'{e(last[cand][0])} {status(last[cand][1])} → {e(version)} {status(state)}</li>')
-                cells.append(f'<td class="{"changed" if cand in last and last[cand][1] != state else ""}">'
-                             f'{status(state, title=message[:300] or None)}</td>')
-                last[cand] = (version, state)
-            body_rows.append(f'<tr><th scope="row" class="rowname"><a href="clauses/{e(clause_id)}.html"><code>{e(clause_id)}</code></a></th>'
-                             f'{"".join(cells)}</tr>')
-        if len(records) == 1:
-            changed = '<p class="muted">One version recorded so far: no change to show yet.</p>'
-        else:
-            changed = (f'<ul class="changes">{"".join(changes)}</ul>' if changes else
-                       '<p class="muted">No verdict changed between the recorded versions.</p>')
-        versions = ", ".join(e(r["version"]) for r in records)
-        parts.append(f'<section id="h-{e(adapter)}"><h2><code>{e(adapter)}</code> <span class="muted">{len(records)} version(s): {versions}</span></h2>'
-                     '<table class="versions"><thead><tr><th>version</th><th>column</th><th>recorded</th><th>run</th><th>pass</th>'
-                     f'<th>FAIL</th><th>error</th><th>xfail</th></tr></thead><tbody>{"".join(summary)}</tbody></table>'
-                     f'<h3>Changes</h3>{changed}'
-                     f'<details><summary>every verdict ({len(body_rows)} clauses the library provides)</summary>'
-                     f'<div class="matrix-wrap"><table class="history"><thead><tr><th class="rowname">clause</th>{"".join(heads)}</tr></thead>'
-                     f'<tbody>{"".join(body_rows)}</tbody></table></div></details></section>')
-    return page("History", "\n".join(parts), active="history.html", wide=True)
+# The dashboard, the history and the diff are in dashboard.py.
 
 
 # ------------------------------------------------------------------------------------------------
