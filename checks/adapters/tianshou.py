@@ -170,6 +170,8 @@ RLSPEC_CONVENTIONS = {
     "advantage_eps": 1e-8,  # (A - mean) / (std + 1e-8), a2c.py:113
     "advantage_eps_form": "std",
     "advantage_normalization": "minibatch",  # inside _update_with_batch
+    "value_clipping": "none",  # PPO(value_clip=False) by default (ppo.py:27); variant value_clip: clipped by eps_clip
+    "minibatch_remainder": "merged",  # Batch.split(size, merge_last=True) (ppo.py:179): the remainder joins the last one
     "damping": 0.1,  # NPG._damping: the MVP is (F + 0.1 I) v, and TRPO scales its step with it
     "backtrack_factor": 0.8,  # TRPO(backtrack_coeff=0.8)
     # line_search_kl: "strict" (accepts when kl < max_kl and the loss went down)
@@ -352,7 +354,7 @@ def normalize_advantages(advantages):
 
 
 # ---------------------------------------------------------------------------------------------
-# a whole PPO update: PPO._update_with_batch with the suite's policy and optimizer
+# a whole PPO update: PPO._update_with_batch (or PPO.update) with the suite's policy and optimizer
 
 
 class _GivenOptimizer(OptimizerFactory):
@@ -367,9 +369,10 @@ class _GivenOptimizer(OptimizerFactory):
 
 
 class _SuiteHead(torch.nn.Module):
-    """The suite's ``policy(obs) -> (dist, values)`` as Tianshou's actor (output: the rows' indices,
-    turned into the distribution by ``dist_fn``) or critic (output: the values). Observations in the
-    Batch are row indices, so the diagnostics can say which rows the first minibatch held."""
+    """The suite's ``policy(obs) -> (dist, values)`` as Tianshou's actor or critic. A Batch's ``obs`` is the row's
+    index (Tianshou splits and shuffles whatever a Batch holds): the actor hands the indices to ``dist_fn``, which
+    evaluates the suite's module on those rows of the batch's observations; the critic returns the module's values
+    there. Both hold the module itself, so its parameters are the algorithm's (one optimizer, one gradient norm)."""
 
     def __init__(self, policy, obs, critic: bool):
         super().__init__()
@@ -383,25 +386,6 @@ class _SuiteHead(torch.nn.Module):
         return index.to(self.obs.dtype), state
 
 
-class _FirstLogProb:
-    """Records the log-probabilities of the first minibatch Tianshou scores, before any step."""
-
-    def __init__(self):
-        self.logp, self.index = None, None
-
-    def wrap(self, dist, index):
-        recorder, log_prob = self, dist.log_prob
-
-        def recorded(value):
-            out = log_prob(value)
-            if recorder.logp is None:
-                recorder.logp, recorder.index = out.detach().clone(), index
-            return out
-
-        dist.log_prob = recorded
-        return dist
-
-
 def _joint(dist, actions):
     """Tianshou's dist_fn returns the joint distribution of an action (``Independent`` over its
     dimensions for a Gaussian): a per-dimension one is wrapped, as a Tianshou user would."""
@@ -410,37 +394,70 @@ def _joint(dist, actions):
     return dist
 
 
-def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
-    """One PPO._update_with_batch (epochs = ``repeat``, minibatches of ``minibatch_size`` from
-    Tianshou's shuffled ``Batch.split``) on the stored batch, stepping the suite's optimizer through
-    Tianshou's own ``Optimizer.step`` (zero_grad, backward, one global gradient-norm clip, step).
-
-    Tianshou's PPO has no KL early stop: ``target_kl`` is not read and ``approx_kl`` stays empty."""
-    n = len(obs)
-    first = _FirstLogProb()
-    actor = _SuiteHead(policy, obs, critic=False)
+def _ppo(policy, optimizer, obs, actions, config, value_clip: bool) -> PPO:
+    """PPO with the protocol's hyperparameters at their Tianshou names, everything else at Tianshou's defaults
+    (``value_clip=False``, ``dual_clip=None``, ``recompute_advantage=False``)."""
     actor_policy = ProbabilisticActorPolicy(
-        actor=actor,
-        dist_fn=lambda index: first.wrap(_joint(policy(obs[index.long()])[0], actions), index.long()),
+        actor=_SuiteHead(policy, obs, critic=False),
+        dist_fn=lambda index: _joint(policy(obs[index.long()])[0], actions),
         action_space=gym.spaces.Box(-1.0, 1.0, (1,)),
         action_scaling=False,
         action_bound_method=None,
     )
-    algorithm = PPO(
+    return PPO(
         policy=actor_policy, critic=_SuiteHead(policy, obs, critic=True), optim=_GivenOptimizer(optimizer),
         eps_clip=config["clip_eps"], vf_coef=config["vf_coef"], ent_coef=config["ent_coef"],
         max_grad_norm=config["max_grad_norm"], advantage_normalization=bool(config["normalize_advantages"]),
+        value_clip=value_clip,
     )
-    batch = Batch(obs=np.arange(n), act=actions, logp_old=logp_old.detach(), adv=advantages.detach(),
-                  returns=returns.detach(), v_s=values_old.detach(), info=Batch())
-    minibatch = int(config["minibatch_size"])
-    singleton = bool(config["normalize_advantages"]) and (minibatch == 1 or n == 1)
-    with torch.enable_grad(), _nan_explained(singleton, "PPO normalised a one-sample minibatch: (A - mean) / (std + 1e-8) "
-                                             "with the unbiased std of one element is NaN (ppo.py:184-186), so the loss "
-                                             "and the step are NaN and the next minibatch's distribution has NaN parameters"):
-        algorithm._update_with_batch(batch, batch_size=minibatch, repeat=int(config["epochs"]))
-    ratios = (first.logp - logp_old.detach()[first.index]).exp()
-    return {"ratios": ratios, "indices": first.index, "approx_kl": [], "epochs": int(config["epochs"])}
+
+
+def _one_sample_nan(config, n: int):
+    singleton = bool(config["normalize_advantages"]) and (int(config["minibatch_size"]) == 1 or n == 1)
+    return _nan_explained(singleton, "PPO normalised a one-sample minibatch: (A - mean) / (std + 1e-8) with the unbiased "
+                                     "std of one element is NaN (ppo.py:184-186), so the loss and the step are NaN and the "
+                                     "next minibatch's distribution has NaN parameters")
+
+
+def _ppo_update(value_clip: bool):
+    def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+        """``PPO._update_with_batch(batch, batch_size=minibatch_size, repeat=epochs)`` on the batch ``_preprocess_batch``
+        hands it (``logp_old``, ``adv``, ``returns``, ``v_s``), stepping the suite's optimizer through Tianshou's own
+        ``Optimizer.step`` (zero_grad, backward, ``clip_grad_norm_`` over the module's parameters, step). Minibatches
+        come from ``Batch.split(size, merge_last=True)`` (shuffled with ``np.random``); no KL early stop. Returns
+        Tianshou's training statistics, which the suite does not read."""
+        n = len(obs)
+        algorithm = _ppo(policy, optimizer, obs, actions, config, value_clip)
+        batch = Batch(obs=np.arange(n), act=actions, logp_old=logp_old.detach(), adv=advantages.detach(),
+                      returns=returns.detach(), v_s=values_old.detach(), info=Batch())
+        with torch.enable_grad(), _one_sample_nan(config, n):
+            return algorithm._update_with_batch(batch, batch_size=int(config["minibatch_size"]), repeat=int(config["epochs"]))
+
+    return ppo_update
+
+
+ppo_update = _ppo_update(value_clip=False)
+
+
+def _ppo_update_from_buffer(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """``PPO.update(buffer, batch_size, repeat)`` as ``OnPolicyTrainer`` calls it, inside ``policy_within_training_step``:
+    a ``ReplayBuffer`` holding the batch (one episode, its rows' indices as observations), ``_preprocess_batch`` with
+    only its GAE stage (``_add_returns_and_advantages``) answering the suite's advantages, returns and values_old;
+    log pi_old is Tianshou's own, the policy's at the start of the update (ppo.py:157-161), not the stored one."""
+    n = len(obs)
+    algorithm = _ppo(policy, optimizer, obs, actions, config, value_clip=False)
+
+    def given(batch, buffer, indices):
+        batch.adv, batch.returns, batch.v_s = advantages.detach().clone(), returns.detach().clone(), values_old.detach().clone()
+        return batch
+
+    algorithm._add_returns_and_advantages = given
+    buffer = ReplayBuffer(n)
+    act = actions.detach().cpu().numpy()
+    for t in range(n):
+        buffer.add(Batch(obs=t, act=act[t], rew=0.0, terminated=t == n - 1, truncated=False, obs_next=t, info={}))
+    with torch.enable_grad(), _one_sample_nan(config, n), policy_within_training_step(algorithm.policy):
+        return algorithm.update(buffer, batch_size=int(config["minibatch_size"]), repeat=int(config["epochs"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,6 +637,25 @@ def tanh_gaussian_log_prob(mean, log_std, pre_tanh):
 
 # ---------------------------------------------------------------------------------------------
 # PPO on Tianshou's own collected batch: the collector's action, PPO._preprocess_batch's log pi_old
+
+
+class _FirstLogProb:
+    """Records the log-probabilities of the first minibatch Tianshou scores, before any step."""
+
+    def __init__(self):
+        self.logp, self.index = None, None
+
+    def wrap(self, dist, index):
+        recorder, log_prob = self, dist.log_prob
+
+        def recorded(value):
+            out = log_prob(value)
+            if recorder.logp is None:
+                recorder.logp, recorder.index = out.detach().clone(), index
+            return out
+
+        dist.log_prob = recorded
+        return dist
 
 
 class _DescribedActor(torch.nn.Module):
@@ -1423,7 +1459,24 @@ crr_regulariser = SimpleNamespace(
     cql_penalty=_crr_cql_penalty,
 )
 
-VARIANTS = ("dual_clip", "npg", "td3_actor", "crr_regulariser")
+value_clip = SimpleNamespace(
+    __doc__="PPO(value_clip=True): the value loss max((R - V)^2, (R - V_old - clip(V - V_old, -eps_clip, eps_clip))^2), "
+            "clipped by the policy's eps_clip.",
+    ppo_update=_ppo_update(value_clip=True),
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "value_clipping": "clip_eps"},
+)
+
+update = SimpleNamespace(
+    __doc__="PPO.update(buffer, batch_size, repeat), the trainer's call: log pi_old is recomputed by _preprocess_batch from "
+            "the policy at the start of the update, not the stored one.",
+    ppo_update=_ppo_update_from_buffer,
+    RLSPEC_XFAIL={"PPO-UPDATE-STORED-LOGP-OLD": "PPO.update never reads a stored log pi_old: _preprocess_batch recomputes it "
+                  "from the policy at the start of the update (ppo.py:157-161), which in Tianshou's on-policy trainer is "
+                  "the policy that collected the batch, so the first ratios are 1 as the math says; the clause's stored "
+                  "values that differ from the policy's own cannot reach it"},
+)
+
+VARIANTS = ("dual_clip", "npg", "td3_actor", "crr_regulariser", "value_clip", "update")
 
 
 # =============================================================================================

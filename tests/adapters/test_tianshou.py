@@ -45,14 +45,15 @@ def test_dual_clip_undeclared_is_caught():
 
 def test_one_sample_minibatch_update_is_nan_and_the_error_says_why():
     """PPO normalises each minibatch with (A - mean) / (std + 1e-8): one sample has std NaN, the step is
-    NaN, and the next minibatch's Categorical raises (the matrix's two PPO-UPDATE errors)."""
+    NaN, and the next minibatch's Categorical raises; minibatches of four are fine."""
     from rlspec.checks.clauses.ppo import BASE_CONFIG, UpdateCase
 
     arguments = UpdateCase("categorical", n=2, seed=1).arguments("float64", config={**BASE_CONFIG, "minibatch_size": 1})
     with pytest.raises(ValueError, match="one-sample minibatch.*invalid values"):
         adapter.ppo_update(**arguments)
     arguments = UpdateCase("categorical", n=8, seed=1).arguments("float64", config={**BASE_CONFIG, "minibatch_size": 4})
-    assert adapter.ppo_update(**arguments)["ratios"].tolist() == pytest.approx([1.0] * 4)
+    adapter.ppo_update(**arguments)
+    assert all(torch.isfinite(p).all() for p in arguments["policy"].parameters())
 
 
 def test_npg_and_trpo_standardise_without_an_epsilon():
