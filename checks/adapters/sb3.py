@@ -135,6 +135,7 @@ from stable_baselines3.common.distributions import DiagGaussianDistribution, Squ
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.utils import polyak_update as sb3_polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 from torch import nn
@@ -162,6 +163,10 @@ RLSPEC_CONVENTIONS = {
     "advantage_normalization": "minibatch",
     "kl_stop": "minibatch",  # approx_kl (k3 of the stored samples) checked before the minibatch's step
     "kl_stop_factor": 1.5,  # stops when approx_kl > 1.5 target_kl
+    "kl_stop_statistic": "last-minibatch",  # each minibatch's own approx_kl, tested before its step; break ends the epochs too
+    "value_clipping": "none",  # clip_range_vf=None by default (the variant clip_range_vf maps value_clip_eps onto it)
+    "minibatch_remainder": "kept",  # RolloutBuffer.get(batch_size): the last minibatch holds the remainder
+    "ppo_collected_families": ["categorical", "gaussian"],  # PPO squashes (tanh) only with gSDE: squash_output requires use_sde
     # SAC / TD3 / DDPG (sac/sac.py, td3/td3.py, common/utils.py)
     "target_update_kinds": ["polyak", "hard"],  # polyak_update(params, target_params, tau); tau = 1 copies (DQN's default)
     "update_phase": "end",  # TD3: self._n_updates += 1, then `% policy_delay == 0`, a counter kept across train() calls
@@ -407,6 +412,225 @@ def normalize_advantages(advantages):
     probe = th.zeros(n, requires_grad=True)
     (-probe.mean()).backward()  # the same backward as train()'s -mean(...): fl(-1/B) per element
     return (leaves["log_prob"].grad.double() / probe.grad.double()).to(th.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole PPO update: PPO.train() with the suite's policy module and optimizer
+
+
+class _Spaces(gym.Env):
+    """Spaces for a PPO built around the suite's batch: one-hot observations of ``n`` states (float32, as SB3's
+    Box observations are stored), and the suite's actions (Discrete(K) or Box of D dimensions). Never stepped."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(self.observation_space.shape, dtype=np.float32), {}
+
+    def step(self, action):  # pragma: no cover - the buffer is filled directly
+        raise RuntimeError("not stepped")
+
+
+def _spaces_of(obs, actions) -> _Spaces:
+    n = obs.shape[-1]
+    observation_space = spaces.Box(0.0, 1.0, (n,), np.float32)
+    if actions.is_floating_point():
+        # SB3 needs finite bounds; they only clip what an environment would receive, never the stored actions
+        bound = float(actions.detach().abs().max()) + 1.0 if actions.numel() else 1.0
+        action_space = spaces.Box(-bound, bound, tuple(actions.shape[1:]), np.float32)
+    else:
+        action_space = spaces.Discrete(int(actions.max()) + 1 if actions.numel() else 1)
+    return _Spaces(observation_space, action_space)
+
+
+class _SuitePolicy:
+    """What ``PPO.train()`` uses of ``model.policy`` (ppo.py:184-300), answered by the suite's objects: its
+    ``evaluate_actions`` is the suite module's (observations and Gaussian actions, float32 in SB3's buffer, cast
+    to the module's dtype; one-hot rows survive the cast exactly), ``optimizer`` is the suite's optimizer and
+    ``parameters()`` the module's, which train() clips with ``clip_grad_norm_``; ``set_training_mode`` is the
+    module's ``train(mode)``, as ``BasePolicy.set_training_mode`` is."""
+
+    def __init__(self, module, optimizer):
+        self.module, self.optimizer = module, optimizer
+        self.dtype = next(module.parameters()).dtype
+
+    def set_training_mode(self, mode: bool) -> None:
+        self.module.train(mode)
+
+    def evaluate_actions(self, obs, actions):
+        actions = actions.to(self.dtype) if actions.is_floating_point() else actions
+        return self.module.evaluate_actions(obs.to(self.dtype), actions)
+
+    def parameters(self):
+        return self.module.parameters()
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """train()'s minibatch order comes from numpy's global generator (``np.random.permutation`` in
+    ``RolloutBuffer.get``): seed it from the suite's seed for the call, and put every global RNG back."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    with th.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        th.default_generator.manual_seed(int(seed))
+        np.random.seed(int(seed) % 2**32)
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(python_state)
+
+
+def _ppo_on_batch(obs, actions, logp_old, advantages, returns, values_old, **kwargs) -> PPO:
+    """A real PPO (its defaults but for ``kwargs``) whose rollout buffer holds the suite's batch as one
+    environment's B steps, filled by ``RolloutBuffer.add`` (float32, as collect_rollouts stores it), with the
+    advantages and returns written into their fields (not produced by SB3's GAE: they are the update's input)."""
+    B = len(obs)
+    model = PPO("MlpPolicy", DummyVecEnv([lambda: _spaces_of(obs, actions)]), n_steps=B, device="cpu",
+                policy_kwargs={"net_arch": []}, **kwargs)
+    model.set_logger(_silent_logger())
+    buffer = model.rollout_buffer
+    as_numpy = lambda x: x.detach().cpu().double().numpy()
+    obs_np, actions_np = as_numpy(obs), actions.detach().cpu().numpy()
+    for i in range(B):
+        buffer.add(obs_np[i : i + 1], actions_np[i : i + 1], np.zeros(1), np.zeros(1),
+                   values_old[i : i + 1].detach().cpu(), logp_old[i : i + 1].detach().cpu())
+    buffer.advantages[:, 0] = as_numpy(advantages)
+    buffer.returns[:, 0] = as_numpy(returns)
+    return model
+
+
+def _ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config, *, clip_range_vf=None):
+    model = _ppo_on_batch(
+        obs, actions, logp_old, advantages, returns, values_old,
+        # train() writes its learning rate into the optimizer's param_groups (_update_learning_rate): the suite's own
+        learning_rate=float(optimizer.param_groups[0]["lr"]),
+        n_epochs=int(config["epochs"]), batch_size=int(config["minibatch_size"]), clip_range=float(config["clip_eps"]),
+        clip_range_vf=clip_range_vf, ent_coef=float(config["ent_coef"]), vf_coef=float(config["vf_coef"]),
+        max_grad_norm=float(config["max_grad_norm"]),
+        target_kl=None if config["target_kl"] is None else float(config["target_kl"]),
+        normalize_advantage=bool(config["normalize_advantages"]),
+    )
+    model.policy = _SuitePolicy(policy, optimizer)
+    with _seeded(config["seed"]):
+        model.train()
+    return None  # SB3 returns nothing; its logs are in model.logger
+
+
+def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """One real ``PPO.train()`` at SB3's defaults (``clip_range_vf=None``: no value clipping, whatever
+    ``value_clip_eps`` says) with the config's hyperparameters at their SB3 names, on the suite's batch, stepping
+    the suite's optimizer through the suite's module (see ``_SuitePolicy``)."""
+    return _ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config)
+
+
+def _ppo_update_clip_range_vf(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """``PPO.train()`` with ``clip_range_vf = value_clip_eps`` (SB3's value clipping, off by default)."""
+    eps = config.get("value_clip_eps")
+    return _ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config,
+                       clip_range_vf=None if eps is None else float(eps))
+
+
+# ---------------------------------------------------------------------------------------------
+# PPO's first ratios on SB3's own collected batch: collect_rollouts stores log pi_old, train() re-scores
+
+
+class _State(gym.Env):
+    """One state of the described batch: its observation is the state's one-hot row, every step ends the episode."""
+
+    def __init__(self, i: int, n: int, action_space):
+        self.observation = np.eye(n, dtype=np.float32)[i]
+        self.observation_space, self.action_space = spaces.Box(0.0, 1.0, (n,), np.float32), action_space
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation.copy(), {}
+
+    def step(self, action):
+        return self.observation.copy(), 0.0, True, False, {}
+
+
+class _InDtype(FlattenExtractor):
+    """SB3's ``FlattenExtractor`` with the observations (float32 after ``preprocess_obs``) cast to the policy's dtype."""
+
+    def __init__(self, observation_space, dtype=th.float32):
+        super().__init__(observation_space)
+        self.dtype = dtype
+
+    def forward(self, observations):
+        return super().forward(observations).to(self.dtype)
+
+
+class _DescribedPolicy(ActorCriticPolicy):
+    """SB3's ``ActorCriticPolicy`` (``net_arch=[]``: the features are the one-hot observation) whose action head
+    gives each state the described parameters: ``action_net`` holds the logits or means as its weights, and for a
+    Gaussian a second linear head the per-state log-std, passed to SB3's ``DiagGaussianDistribution`` (its
+    ``proba_distribution(mean, log_std)`` broadcasts a (B, K) log-std). The policy computes in the dtype of ``loc``
+    (SB3 casts observations to float32 in ``preprocess_obs``; ``_InDtype`` casts the one-hot features back, exactly).
+    The first ``evaluate_actions`` of ``train()`` is recorded."""
+
+    def __init__(self, *args, described: dict, **kwargs):
+        self.described = described  # read by _build, which the base __init__ calls
+        super().__init__(*args, **kwargs)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        loc, scale = self.described["loc"], self.described["scale"]
+        with th.no_grad():
+            self.action_net.weight.copy_(loc.T)
+            self.action_net.bias.zero_()
+        if scale is not None:
+            self.log_std_net = nn.Linear(loc.shape[0], loc.shape[1], bias=False)
+            with th.no_grad():
+                self.log_std_net.weight.copy_(scale.log().T)
+        self.first = None
+
+    def _get_action_dist_from_latent(self, latent_pi):
+        if isinstance(self.action_dist, DiagGaussianDistribution):
+            return self.action_dist.proba_distribution(self.action_net(latent_pi), self.log_std_net(latent_pi))
+        return super()._get_action_dist_from_latent(latent_pi)
+
+    def evaluate_actions(self, obs, actions):
+        values, log_prob, entropy = super().evaluate_actions(obs, actions)
+        if self.first is None:
+            self.first = log_prob.detach().clone()
+        return values, log_prob, entropy
+
+
+def ppo_collected_ratios(family, loc, scale, seed):
+    """``PPO.learn()`` for one rollout step of B environments, environment i in state i: ``collect_rollouts`` acts
+    with ``policy(obs)`` (SB3's ``forward``: the action sampled by the distribution and its ``log_prob``, stored in
+    the ``RolloutBuffer``, float32), then ``train()`` re-scores the stored actions with ``evaluate_actions``; the
+    ratios are ``exp(log_prob - rollout_data.old_log_prob)`` (ppo.py:222) of its first minibatch, the whole batch
+    (``batch_size = B``), before its step. ``PPO(seed=seed)`` seeds SB3's sampling (``set_random_seed``)."""
+    if family == "tanh_gaussian":
+        raise ValueError("SB3's PPO squashes actions only with gSDE (squash_output requires use_sde): declared "
+                         "ppo_collected_families")
+    B, K = loc.shape
+    action_space = spaces.Discrete(K) if family == "categorical" else spaces.Box(-1.0, 1.0, (K,), np.float32)
+    env = DummyVecEnv([(lambda i=i: _State(i, B, action_space)) for i in range(B)])
+    samples = []
+    with _seeded(seed):
+        described = {"loc": loc.detach(), "scale": None if scale is None else scale.detach()}
+        model = PPO(_DescribedPolicy, env, n_steps=1, batch_size=B, n_epochs=1, normalize_advantage=B > 1, seed=int(seed),
+                    device="cpu", policy_kwargs={"net_arch": [], "described": described, "features_extractor_class": _InDtype,
+                                                 "features_extractor_kwargs": {"dtype": loc.dtype}})
+        model.policy.to(loc.dtype)
+        model.set_logger(_silent_logger())
+        buffer, get = model.rollout_buffer, model.rollout_buffer.get
+
+        def recorded(batch_size=None):  # the minibatches train() reads, as it reads them
+            for data in get(batch_size):
+                samples.append(data)
+                yield data
+
+        buffer.get = recorded
+        model.learn(total_timesteps=B)
+    first = samples[0]
+    rows = first.observations.argmax(-1)
+    ratios = th.empty(B, dtype=model.policy.first.dtype)
+    ratios[rows] = th.exp(model.policy.first - first.old_log_prob)  # ppo.py:222
+    return ratios
 
 
 # ---------------------------------------------------------------------------------------------
@@ -890,7 +1114,13 @@ timeouts_as_terminal = SimpleNamespace(
             "a time-limit end is stored as a terminal transition",
     td_target=_td_target_timeouts_as_terminal,
 )
-VARIANTS = ("td3_target_updates", "timeouts_as_terminal")
+clip_range_vf = SimpleNamespace(
+    __doc__="SB3's PPO with clip_range_vf = value_clip_eps (value clipping, off by default): the clipped prediction "
+            "V_old + clamp(V - V_old, -eps, eps) alone, sb3.xfail",
+    ppo_update=_ppo_update_clip_range_vf,
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "value_clipping": "config"},
+)
+VARIANTS = ("td3_target_updates", "timeouts_as_terminal", "clip_range_vf")
 
 
 # ======================================================================================
