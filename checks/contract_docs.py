@@ -42,6 +42,12 @@ def _conventions_of(operation: str) -> list[contract.Convention]:
     return [c for c in contract.conventions().values() if operation in c.operations]
 
 
+def _keeper(promise: contract.Promise) -> str:
+    kept = {"protocol": "the protocol, on every call", "suite": "the suite's own code", "bounds": "every clause's bounds"}
+    parts = ([kept[promise.by]] if promise.by else []) + [", ".join(f"`{c}`" for c in promise.clauses)] * bool(promise.clauses)
+    return "; ".join(parts)
+
+
 def readme_table() -> str:
     """The README's protocol table: one row per operation (signature, meaning, the conventions it takes)."""
     rows = [README_BEGIN, "", "| operation | signature | meaning |", "|---|---|---|"]
@@ -91,8 +97,22 @@ def markdown(matrix: Path | None = MATRIX) -> str:
         conventions = _conventions_of(op.name)
         if conventions:
             out.append("- conventions: " + ", ".join(f"[`{k.key}`](#{k.key})" for k in conventions))  # GitHub keeps the underscores
+        if op.promises:
+            out.append("- promises (the words of the meaning, their kinds, and what keeps each):")
+            out += [f"  - \"{p.says}\" ({', '.join(p.kinds)}): {_keeper(p)}" for p in op.promises]
         out.append("")
-    out += ["## Conventions", ""]
+    out += ["## Promises every operation makes", "",
+            "Kept by the protocol on every call (a candidate that breaks one gets `error` on whatever clause made the call), "
+            "by the bounds of every clause, and by the clauses named:", ""]
+    out += [f"- {p.says[:1].upper() + p.says[1:]} ({', '.join(p.kinds)}): {_keeper(p)}" for p in c.promises]
+    out += ["", "## Kinds of promise", "",
+            "Each operation above lists what its meaning promises. Wherever the words of a kind (regular expressions) match a "
+            "meaning, a promise of that kind quotes them and names the clauses that keep it (`tests/test_promises.py`); every "
+            "clause keeps at least one promise.", "", "| kind | meaning | words |", "|---|---|---|"]
+    for kind in c.promise_kinds.values():
+        words = ", ".join(f"`` {w} ``" for w in kind.words).replace("|", "\\|")
+        out.append(f"| {kind.name} | {kind.meaning} | {words} |")
+    out += ["", "## Conventions", ""]
     for k in c.conventions.values():
         out += [f"### `{k.key}`", "", k.meaning[:1].upper() + k.meaning[1:] + ".", "",
                 f"- allowed: {k.allowed_text()}", f"- default: {_code(k.default)}",

@@ -24,6 +24,7 @@ CONTRACT_DIR = Path(__file__).parent / "contract"
 ARRAY_MODES = ("candidate", "torch")  # inputs in the candidate's declared array kind, or always torch
 ARGUMENT_TYPES = ("array", "bool", "integer", "scalar", "string", "callable", "object", "mapping")
 CONVENTION_TYPES = ("choice", "number", "subset", "choice-by-kind")
+ENFORCERS = ("protocol", "suite", "bounds")  # who keeps a promise that names no clause (see Promise.by)
 DECLARATION_TYPES = ("choice", "table", "string")
 
 
@@ -49,6 +50,38 @@ class Argument:
 
 
 @dataclass(frozen=True)
+class PromiseKind:
+    """A kind of promise a meaning makes (``[[promise_kind]]`` of ``00_candidate.toml``). ``words``: regular
+    expressions; wherever one matches an operation's meaning, a promise of this kind must quote the words
+    around it (tests/test_promises.py). The vocabulary is what makes "every word of the contract is checked"
+    testable: a new meaning that says "without gradient" needs a no-graph promise and a clause that keeps it."""
+
+    name: str
+    meaning: str
+    words: tuple[str, ...] = ()
+
+    def matches(self, text: str) -> list[tuple[int, int]]:
+        """The spans of ``text`` that make a promise of this kind."""
+        return [m.span() for word in self.words for m in re.finditer(word, text)]
+
+
+@dataclass(frozen=True)
+class Promise:
+    """One thing a meaning promises, and what keeps it. ``says``: for an operation's promise, the words of its
+    meaning that make it, quoted verbatim; for a candidate-level promise (``[[promise]]`` of
+    ``00_candidate.toml``, true of every operation), the promise in words. ``clauses``: the clauses that fail
+    a candidate that breaks it. ``by``: a promise no clause can fail is kept by ``protocol`` (every call
+    through checks/protocol.py: a candidate that breaks it gets ``error`` on any clause), by the ``suite``
+    (a promise the suite makes to the candidate: the callables it passes, the noise it draws), or by the
+    ``bounds`` of every clause (the precision an output's dtype claims)."""
+
+    says: str
+    kinds: tuple[str, ...]
+    clauses: tuple[str, ...] = ()
+    by: str = ""
+
+
+@dataclass(frozen=True)
 class Operation:
     name: str
     chapter: str
@@ -57,6 +90,7 @@ class Operation:
     outputs: tuple[Argument, ...]
     arrays: str = "candidate"  # "candidate": the candidate's RLSPEC_ARRAY kind; "torch": always torch tensors
     differentiated: tuple[str, ...] = ()  # inputs passed as leaf tensors that require grad
+    promises: tuple[Promise, ...] = ()  # what the meaning promises and the clauses that keep each promise
 
     @property
     def signature(self) -> str:
@@ -234,6 +268,8 @@ class Contract:
     declarations: dict[str, Declaration]
     known_answers: dict[str, KnownAnswer] = field(default_factory=dict)
     files: tuple[str, ...] = field(default=(), compare=False)
+    promise_kinds: dict[str, PromiseKind] = field(default_factory=dict)
+    promises: tuple[Promise, ...] = ()  # candidate-level: true of every operation
 
 
 def _show(value) -> str:
@@ -277,8 +313,38 @@ def _argument(raw, where: str) -> Argument:
     return argument
 
 
-def _operation(raw: dict, chapter: str, where: str) -> Operation:
-    _keys(raw, {"name", "meaning", "inputs", "outputs", "arrays", "differentiated"}, ("name", "meaning", "inputs", "outputs"), where)
+def _promise_kind(raw: dict, where: str) -> PromiseKind:
+    _keys(raw, {"name", "meaning", "words"}, ("name", "meaning"), where)
+    words = tuple(raw.get("words", ()))
+    for word in words:
+        try:
+            re.compile(word)
+        except re.error as exc:
+            raise ContractError(f"{where}: promise kind {raw['name']}: {word!r} is not a regular expression ({exc})") from None
+    return PromiseKind(raw["name"], " ".join(raw["meaning"].split()), words)
+
+
+def _promise(raw, kinds: dict[str, PromiseKind], where: str, meaning: str | None) -> Promise:
+    """A promise; ``meaning``: the operation's (normalised) meaning it quotes, None for a candidate-level one."""
+    if not isinstance(raw, dict):
+        raise ContractError(f"{where}: a promise is a table, got {raw!r}")
+    _keys(raw, {"says", "kinds", "clauses", "by"}, ("says", "kinds"), where)
+    promise = Promise(" ".join(str(raw["says"]).split()), tuple(raw["kinds"]), tuple(raw.get("clauses", ())), raw.get("by", ""))
+    unknown = [k for k in promise.kinds if k not in kinds]
+    if not promise.kinds or unknown:
+        raise ContractError(f"{where}: promise {promise.says!r}: kinds {list(promise.kinds)} must be promise kinds "
+                            f"({', '.join(kinds)}){nearest(unknown[0], kinds) if unknown else ''}")
+    if not (promise.clauses or promise.by) or promise.by not in ("",) + ENFORCERS or (promise.by and meaning is not None and promise.clauses):
+        raise ContractError(f"{where}: promise {promise.says!r} names the clauses that keep it, or by = one of {ENFORCERS} "
+                            f"(a candidate-level promise may name both)")
+    if meaning is not None and promise.says not in meaning:
+        raise ContractError(f"{where}: promise {promise.says!r} does not quote the meaning (its words, verbatim)")
+    return promise
+
+
+def _operation(raw: dict, chapter: str, where: str, kinds: dict[str, PromiseKind]) -> Operation:
+    _keys(raw, {"name", "meaning", "inputs", "outputs", "arrays", "differentiated", "promises"},
+          ("name", "meaning", "inputs", "outputs"), where)
     where = f"{where}: operation {raw['name']}"
     inputs = tuple(_argument(a, where) for a in raw["inputs"])
     outputs = tuple(_argument(a, where) for a in raw["outputs"])
@@ -288,7 +354,9 @@ def _operation(raw: dict, chapter: str, where: str) -> Operation:
         raise ContractError(f"{where}: arrays = {raw['arrays']!r}; expected one of {ARRAY_MODES}")
     if not set(differentiated) <= set(names) or (differentiated and raw.get("arrays") != "torch"):
         raise ContractError(f"{where}: differentiated inputs {differentiated} must be inputs of a torch operation")
-    return Operation(raw["name"], chapter, " ".join(raw["meaning"].split()), inputs, outputs, raw.get("arrays", "candidate"), differentiated)
+    meaning = " ".join(raw["meaning"].split())
+    promises = tuple(_promise(p, kinds, where, meaning) for p in raw.get("promises", ()))
+    return Operation(raw["name"], chapter, meaning, inputs, outputs, raw.get("arrays", "candidate"), differentiated, promises)
 
 
 def _convention(raw: dict, chapter: str, where: str) -> Convention:
@@ -424,19 +492,25 @@ def load() -> Contract:
     operations: dict[str, Operation] = {}
     conventions: dict[str, Convention] = {}
     declarations: dict[str, Declaration] = {}
+    kinds: dict[str, PromiseKind] = {}
+    general: list[Promise] = []
     pending: list[tuple[dict, str]] = []  # known answers, validated once every convention is known
     version = None
     files = sorted(CONTRACT_DIR.glob("*.toml"))
     for path in files:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        unknown = set(data) - {"contract", "operation", "convention", "declaration", "known_answer"}
+        unknown = set(data) - {"contract", "operation", "convention", "declaration", "known_answer", "promise_kind", "promise"}
         if unknown:
             raise ContractError(f"{path.name}: unknown tables {sorted(unknown)}")
         if "contract" in data:
             version = data["contract"]["version"]
         chapter = path.stem.split("_", 1)[-1]
+        for raw in data.get("promise_kind", []):
+            kind = _promise_kind(raw, path.name)
+            kinds[kind.name] = kind
+        general += [_promise(raw, kinds, path.name, None) for raw in data.get("promise", [])]
         for raw in data.get("operation", []):
-            op = _operation(raw, chapter, path.name)
+            op = _operation(raw, chapter, path.name, kinds)
             if op.name in operations:
                 raise ContractError(f"{path.name}: operation {op.name} is also in {operations[op.name].chapter}")
             operations[op.name] = op
@@ -454,7 +528,7 @@ def load() -> Contract:
         pending += [(raw, path.name) for raw in data.get("known_answer", [])]
     if version is None:
         raise ContractError("spec/contract: no [contract] version")
-    contract = Contract(version, operations, conventions, declarations, {}, tuple(p.name for p in files))
+    contract = Contract(version, operations, conventions, declarations, {}, tuple(p.name for p in files), kinds, tuple(general))
     for raw, where in pending:
         answer = _known_answer(raw, operations, conventions, where)
         if answer.id in contract.known_answers:
@@ -465,6 +539,16 @@ def load() -> Contract:
 
 def operations() -> dict[str, Operation]:
     return load().operations
+
+
+def promise_kinds() -> dict[str, PromiseKind]:
+    return load().promise_kinds
+
+
+def promises(operation: str | None = None) -> tuple[Promise, ...]:
+    """The candidate-level promises (true of every operation), then ``operation``'s own (all operations' if None)."""
+    ops = load().operations.values() if operation is None else [load().operations[operation]]
+    return load().promises + tuple(p for op in ops for p in op.promises)
 
 
 def conventions() -> dict[str, Convention]:

@@ -33,7 +33,7 @@ from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
 from ..strategies import rounded
-from ..tolerances import TINY, smallest_normal
+from ..tolerances import TINY, rounding_error, smallest_normal
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
@@ -1087,6 +1087,8 @@ def verify_polyak(ctx, target, online, tau, what):
     t = float(rounded(tau, ctx.dtype))
     expected = t * online + (1.0 - t) * target
     tol = 8 * call.unit_roundoff * (np.abs(target) + np.abs(online)) + floor(call.unit_roundoff)
+    if t in (0.0, 1.0):  # tau = 1 copies the online parameters and tau = 0 keeps the target, exactly: 1 x + 0 y = x in floating
+        tol = rounding_error(expected, call.unit_roundoff)  # point, and so does lerp; at a declared lower precision, one rounding
     alternatives = [((1.0 - t) * online + t * target, "tau is on the wrong side: (1 - tau) online + tau target, so the target jumps "
                                                        "almost onto the online network (the arguments' roles are swapped)"),
                     (t * target + (1.0 - t) * online, "the arguments are swapped: the online network is moved towards the target"),
@@ -1151,10 +1153,10 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
     due = phase_due(ctx, N, period)
     expected = expected_targets(target, online, t, due)
     if exact:
-        # A copy is exact in the candidate's own precision (a declared float32 candidate copies float64 input rounded once).
-        precision = next(d for d in (np.float64, np.float32, np.float16) if call.unit_roundoff <= np.finfo(d).eps / 2 or d is np.float16)
-        expected = rounded(expected, precision)
-        tol = np.zeros_like(expected)
+        # A copy is exact at the precision the candidate is judged by: the float64 value itself, or its one rounding to a
+        # declared lower precision (a float32 copy of float64 input), nothing further off. (Comparing with the float32
+        # rounding at tolerance 0 rejected a float64 copy, more exact than its float32 declaration promised.)
+        tol = rounding_error(expected, call.unit_roundoff)
     else:
         scale = np.maximum(np.max(np.abs(online), axis=0), np.abs(target))
         tol = 16 * call.unit_roundoff * np.arange(1, N + 1)[:, None] * scale[None, :] + floor(call.unit_roundoff)

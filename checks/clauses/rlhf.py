@@ -46,7 +46,7 @@ from ..strategies import tokens as draws
 from ..strategies.tokens import GaeCase, gae_case
 from ..registry import check
 from ...spec import contract
-from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
+from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal, sum_identity_tolerance, tiny
 from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def gae_returns_identity(ctx):
     def verify(case: GaeCase):
         advantages, returns, call, case = call_token_gae(ctx, case)
         real = case.mask
-        tol = returns_tolerance(np.zeros(case.mask.shape), advantages, case.values, call.unit_roundoff)
+        tol = sum_identity_tolerance(advantages, case.values, call.unit_roundoff)
         assert_close(*at_real(returns, advantages + case.values, tol, real), what="returns vs advantages + values", call=call.code,
                      cause="returns are computed from the raw advantages while the advantages returned are whitened")
 
@@ -506,7 +506,8 @@ def aggregation_microbatch_invariant(ctx):
             grads.append(grad)
             tol += 2 * call_k.unit_roundoff * (N + len(mask) + 6) * float(np.abs(np.where(args_k["mask"], args_k["per_token_loss"], 0)).sum()) / N
         u = call.unit_roundoff
-        tol += 2 * u * (N + len(mask) + 6) * float(np.abs(np.where(args["mask"], args["per_token_loss"], 0)).sum()) / N + TINY
+        tol += 2 * u * (N + len(mask) + 6) * float(np.abs(np.where(args["mask"], args["per_token_loss"], 0)).sum()) / N
+        tol += 2 * (len(cuts) + 2) * (N + len(mask) + 6) * tiny(u)  # each of those roundings may also lose eta below the normals
         assert_close(total, full, tol, what="sum of the micro-batch losses vs the full batch's", call=call.code, cause=cause)
         assert_close(np.concatenate(grads), full_grad, 2 * u * 12 / N + TINY, what="accumulated gradients vs the full batch's",
                      call=call.code, cause=cause)

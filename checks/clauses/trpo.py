@@ -34,7 +34,7 @@ from ..registry import check
 from ..strategies import real_arrays, rounded
 from ..strategies import trust_region as draws
 from ..strategies.trust_region import with_spectrum
-from ..tolerances import TINY, U64
+from ..tolerances import TINY, U64, tiny
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def exact_fisher(policy: Policy, theta: np.ndarray) -> tuple[np.ndarray, np.ndar
 def fvp_tolerance(policy: Policy, magnitude, v, damp: float, u: float) -> np.ndarray:
     K = policy.size + 1
     c = policy.n_params + 2 * K + policy.batch + 20
-    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + TINY
+    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + 2.0 * c * tiny(u)  # each rounding may lose eta
 
 
 FVP_KNOWN = [
@@ -641,7 +641,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     t_exp = 0.0 if t_expected is None else t_expected
     k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
     expected = scenario.x0 + t_exp * scenario.f
-    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + TINY
+    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + (2 * k + 4) * tiny(u)  # and eta each below the normals
     if t_expected is None:  # x0 may be restored by undoing the last trial, x0 + t f - t f (t <= 1): two
         tol = tol + 4 * u * np.abs(scenario.f)  # more roundings of at most u (|x0| + |f|) each
 
