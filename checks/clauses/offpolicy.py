@@ -702,6 +702,78 @@ def sac_target_next_action(ctx):
 
 
 # ---------------------------------------------------------------------------------------------
+# the targets carry no graph
+
+
+def graph_reaches(raw, modules: dict) -> list[str]:
+    """The parameters of the suite's networks that a backward pass through ``raw`` (the candidate's targets) reaches."""
+    if not isinstance(raw, torch.Tensor) or not raw.requires_grad:
+        return []
+    named = [(f"{role}.{name}", getattr(module, name)) for role, module in modules.items() for name in module.NAMES]
+    grads = torch.autograd.grad(raw.sum(), [p for _, p in named], allow_unused=True)
+    return [name for (name, _), g in zip(named, grads) if g is not None]
+
+
+NO_GRAPH_CAUSES = {
+    "ddpg_critic_target": "the target is computed with autograd on: the critic's loss (Q(s, a) - y)^2 sends gradient through y into "
+                          "the target networks (compute it under torch.no_grad(), or detach it)",
+    "td3_critic_target": "the smoothed target is computed with autograd on: the critics' loss sends gradient through y into the target "
+                         "networks (compute it under torch.no_grad(), or detach it)",
+    "sac_critic_target": "the soft target is computed with autograd on: the sampled next action and its log-density keep their graph, "
+                         "so the critics' loss sends gradient through y into the policy, whose optimizer then steps on the critic's "
+                         "error (compute it under torch.no_grad(), or detach it)",
+}
+
+
+def verify_no_graph(ctx, op: str, case: Case, extra: dict, what: str):
+    net = call_network_op(ctx, op, case, extra, shape=(case.B,))
+    check_unchanged(net)
+    reached = graph_reaches(net.call.raw, net.modules)
+    if reached:
+        raise ClauseFailure(f"{op} {what}: the targets carry an autograd graph; backward through a loss on them reaches "
+                            f"{', '.join(reached)} (expected: no network)", call=net.call.code, cause=NO_GRAPH_CAUSES[op])
+
+
+def no_graph_cases(kind: str):
+    """The known batch (all four flag combinations) and the drawn ones, with the extra arguments ``kind`` takes."""
+    def extra(case: Case) -> dict:
+        if kind == "td3":
+            return {"noise": case.noise, "noise_clip": case.noise_clip, "low": case.low, "high": case.high}
+        return {"alpha": case.alpha, "noise": case.noise} if kind == "sac" else {}
+
+    known = {"ddpg": KNOWN, "td3": td3_case(), "sac": replace(KNOWN, noise=SAC_KNOWN_NOISE)}[kind]
+    return known, extra
+
+
+@check("DDPG-TARGET-NO-GRAPH")
+def ddpg_target_no_graph(ctx):
+    """The targets are returned without a graph: nothing is reached through them."""
+    known, extra = no_graph_cases("ddpg")
+    verify_no_graph(ctx, "ddpg_critic_target", known, extra(known), "(known batch)")
+    ctx.property(cases("ddpg"), lambda c: verify_no_graph(ctx, "ddpg_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
+
+
+@check("TD3-TARGET-NO-GRAPH")
+def td3_target_no_graph(ctx):
+    """The smoothed targets are returned without a graph."""
+    known, extra = no_graph_cases("td3")
+    verify_no_graph(ctx, "td3_critic_target", known, extra(known), "(known batch)")
+    ctx.property(cases("td3"), lambda c: verify_no_graph(ctx, "td3_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
+
+
+@check("SAC-TARGET-NO-GRAPH")
+def sac_target_no_graph(ctx):
+    """The soft targets are returned without a graph: the critics' loss does not reach the policy."""
+    known, extra = no_graph_cases("sac")
+    verify_no_graph(ctx, "sac_critic_target", known, extra(known), "(known batch)")
+    verify_no_graph(ctx, "sac_critic_target", HAND_SAC, extra(HAND_SAC), "(worked by hand)")
+    ctx.property(cases("sac"), lambda c: verify_no_graph(ctx, "sac_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
+
+
+# ---------------------------------------------------------------------------------------------
 # actor losses: gradients
 
 
@@ -1112,6 +1184,33 @@ def polyak_update(ctx):
         st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0)))
     ctx.property(pairs, lambda d: verify_polyak(ctx, np.array(d[0]), np.array(d[1]), d[2], "(drawn)"), label="drawn",
                  tier="known-answers-first")
+
+
+@check("POLYAK-INPUTS-NOT-CHANGED")
+def polyak_inputs_not_changed(ctx):
+    """The update is returned; the target and online arrays the candidate was given are left as they were."""
+    from ..protocol import MutatedInput
+
+    ctx.provided("target_update_kinds", "polyak")
+
+    def verify(target, online, tau, what):
+        try:
+            verify_polyak(ctx, np.asarray(target, float), np.asarray(online, float), tau, what)
+        except MutatedInput as mutated:
+            changed = np.argwhere(mutated.before != mutated.after) if mutated.before.shape == mutated.after.shape else []
+            rows = ""
+            if len(changed):
+                key = tuple(int(i) for i in changed[0])
+                rows = f"`{mutated.name}`{list(key)}: before {float(mutated.before[key])!r}, after {float(mutated.after[key])!r}"
+            raise ClauseFailure(f"polyak_update {what}: {mutated}", table=rows,
+                                call=f"polyak_update(target={list(target)}, online={list(online)}, tau={tau!r})") from None
+
+    verify([1.0, 2.0, -3.0], [0.0, 4.0, 1.0], 0.25, "(known)")
+    verify([1.0, 2.0, -3.0], [0.0, 4.0, 1.0], 1.0, "(tau = 1)")
+    pairs = st.integers(1, 6).flatmap(lambda P: st.tuples(
+        st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
+        st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P), st.floats(0.0, 1.0)))
+    ctx.property(pairs, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 def phase_due(ctx, n_steps: int, period: int) -> np.ndarray:

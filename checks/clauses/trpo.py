@@ -244,6 +244,67 @@ def cg_solves_spd(ctx):
     ctx.property(draws.spd_systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
 
 
+# The stopping rule. Judged through the residual r'r = |b - A x|^2 of the returned x, which a solver's starting point
+# (0, or sb3-contrib's 1e-4 randn) hardly moves: from 0, CG's k-th iterate leaves r_k'r_k (the suite runs CG in float64).
+# Only steps whose residuals fall by a factor 16 or more on either side are used, and the candidate's r'r must land within
+# a factor 4 of r_k'r_k: one step fewer leaves at least 4x more, one step more at least 4x less.
+
+
+def cg_residuals(A, b, steps: int) -> list[float]:
+    """r_k'r_k of CG's iterates from x = 0, k = 0 .. steps (float64)."""
+    x, r = np.zeros_like(b), b.copy()
+    p, rr = r.copy(), float(r @ r)
+    out = [rr]
+    for _ in range(steps):
+        if rr == 0.0:
+            out.append(0.0)
+            continue
+        Ap = A @ p
+        alpha = rr / float(p @ Ap)
+        x, r = x + alpha * p, r - alpha * Ap
+        new = float(r @ r)
+        p, rr = r + (new / rr) * p, new
+        out.append(rr)
+    return out
+
+
+def verify_cg_stop(ctx, A, b, iters: int, tol: float, k: int, what: str):
+    call = ctx.call("conjugate_gradient", {"matvec": matvec(A), "b": b, "iters": int(iters), "tol": float(tol)}, dtype=np.float64,
+                    shape=(len(b),))
+    x = call.outputs[0]
+    rr = float(np.sum((b - A @ x) ** 2))
+    expected = cg_residuals(A, b, k)[k]
+    low, high = expected / 4, 4 * expected
+    if not low <= rr <= high:
+        more = rr < low
+        cause = ("it ran past the stopping rule: the tolerance is never tested, or compared with the residual's norm instead of r'r, "
+                 "or more than iters steps are taken") if more else \
+            "it stopped early: fewer than iters steps, or a residual compared with tol before it fell below it"
+        raise ClauseFailure(f"conjugate_gradient {what}: r'r of the result is {rr:.6g}; CG stops after {k} step(s) at r'r = {expected:.6g} "
+                            f"(expected within [{low:.4g}, {high:.4g}]: {'less' if more else 'more'} left than {k} step(s) leave)",
+                            call=call.code, cause=cause)
+
+
+@check("TRPO-CG-STOPPING-RULE")
+def cg_stopping_rule(ctx):
+    """Stops once r'r <= tol or after iters steps, judged by the residual the returned x leaves."""
+    A, b = known_system("trpo.cg-2x2")  # r'r: 5 at 0, 0.3125 after one step, 0 after two
+    verify_cg_stop(ctx, A, b, 1, CG_TOL, 1, "(iters = 1)")
+    verify_cg_stop(ctx, A, b, 10, 0.4, 1, "(tol = 0.4 between r_1'r_1 = 0.3125 and its norm 0.559)")
+
+    def drawn(system):
+        A, b = system
+        n = len(b)
+        rr = cg_residuals(A, b, n)
+        for k in range(1, n):
+            if rr[k] > 0 and rr[k] <= rr[k - 1] / 16 and rr[k + 1] <= rr[k] / 16 and rr[k] > 1e-12 * rr[0]:
+                verify_cg_stop(ctx, A, b, k, CG_TOL, k, f"(iters = {k})")
+                verify_cg_stop(ctx, A, b, 3 * n, 4 * rr[k], k, f"(tol = 4 r_{k}'r_{k})")
+                return
+
+    ctx.property(draws.spd_systems(), drawn, label="drawn", tier="known-answers-first")
+
+
 # ---------------------------------------------------------------------------------------------
 # Fisher-vector product
 
