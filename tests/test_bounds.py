@@ -79,7 +79,7 @@ def exact_clauses() -> dict[str, str]:
     found = {}
     for op in contract.operations().values():
         for promise in op.promises:
-            if promise.kind == "exact":
+            if "exact" in promise.kinds:
                 for clause in promise.clauses:
                     found[clause] = f"{op.name}: {promise.says}"
     return found
