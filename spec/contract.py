@@ -38,15 +38,89 @@ class ContractError(ValueError):
 
 
 @dataclass(frozen=True)
+class Edge:
+    """A value at the edge of what an argument allows: every clause whose calls vary the argument passes it in its
+    fixed cases (the ones that run on every seed), and the strategies draw it often (rlspec.checks.edges)."""
+
+    value: Any  # a number (NaN allowed), or None: an optional argument left out
+    why: str
+
+
+EDGE_STEP = 2.0**-20  # "just inside" an exclusive bound b: b +- 2^-20 max(1, |b|), representable in float32 and float64
+
+
+@dataclass(frozen=True)
 class Argument:
     name: str
     type: str = "array"  # one of ARGUMENT_TYPES; "array" and "bool" are arrays
     shape: str = ""  # e.g. "(T,) or (T, N)", "like rewards"
     optional: bool = False  # passed as ``name=None`` unless the clause gives it
     meaning: str = ""
+    minimum: float | None = None  # the range a scalar (or each element of an array) is allowed
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    special: tuple[Edge, ...] = ()  # further edges the meaning names (past exp's overflow, past a library's clamp)
 
     def __str__(self) -> str:
         return f"{self.name}=None" if self.optional else self.name
+
+    @property
+    def numeric(self) -> bool:
+        """A number passed on its own (a scalar, or an integer without a shape); an integer array has a shape."""
+        return self.type == "scalar" or (self.type == "integer" and not self.shape)
+
+    def allows(self, value: float) -> bool:
+        return not ((self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum)
+                    or (self.exclusive_minimum is not None and value <= self.exclusive_minimum)
+                    or (self.exclusive_maximum is not None and value >= self.exclusive_maximum))
+
+    def range_text(self) -> str:
+        """``[0, 1]``, ``(0, inf)``, ``>= 1``: the allowed range in words, or "" if there is none."""
+        low = f"[{_show_number(self.minimum)}" if self.minimum is not None else \
+            f"({_show_number(self.exclusive_minimum)}" if self.exclusive_minimum is not None else "(-inf"
+        high = f"{_show_number(self.maximum)}]" if self.maximum is not None else \
+            f"{_show_number(self.exclusive_maximum)})" if self.exclusive_maximum is not None else "inf)"
+        return "" if low == "(-inf" and high == "inf)" else f"{low}, {high}"
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """The edges of the argument's allowed range, generated from its bounds, then the special ones it names:
+
+        * an inclusive bound itself; an exclusive bound's nearest value inside (the next integer; for a real,
+          ``b +- 2^-20 max(1, |b|)``, which float32 and float64 both represent);
+        * 0 and 1 where the range holds them (a coefficient of 0 where code writes ``x or default``; a parameter of 1
+          where code takes a fast path), for a scalar or integer whether or not it is bounded;
+        * None for an optional argument (left out);
+        * ``special``: values the meaning singles out (past exp's overflow, past the range a library clamps to)."""
+        found: list[Edge] = []
+
+        def add(value, why):
+            if value is not None and self.type != "integer" and not (isinstance(value, float) and math.isnan(value)):
+                value = float(value)
+            if not any(e.value == value or (e.value is None and value is None) for e in found):
+                found.append(Edge(value, why))
+
+        if self.numeric:
+            integer = self.type == "integer"
+            if self.minimum is not None:
+                add(self.minimum, "the minimum")
+            if self.exclusive_minimum is not None:
+                b = self.exclusive_minimum
+                add(b + 1 if integer else b + EDGE_STEP * max(1.0, abs(b)), f"just above the exclusive minimum {_show_number(b)}")
+            if self.maximum is not None:
+                add(self.maximum, "the maximum")
+            if self.exclusive_maximum is not None:
+                b = self.exclusive_maximum
+                add(b - 1 if integer else b - EDGE_STEP * max(1.0, abs(b)), f"just below the exclusive maximum {_show_number(b)}")
+            for value in (0, 1):
+                if self.allows(value):
+                    add(value if integer else float(value), f"{value} (inside the range)")
+        if self.optional:
+            add(None, "left out (None)")
+        for edge in self.special:
+            add(edge.value, edge.why)
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -272,6 +346,10 @@ class Contract:
     promises: tuple[Promise, ...] = ()  # candidate-level: true of every operation
 
 
+def _show_number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _show(value) -> str:
     if isinstance(value, str):
         return repr(value)
@@ -306,10 +384,22 @@ def _keys(raw: dict, allowed: set[str], required: tuple[str, ...], where: str) -
 def _argument(raw, where: str) -> Argument:
     if not isinstance(raw, dict):
         raise ContractError(f"{where}: an argument is a table, got {raw!r}")
-    _keys(raw, {"name", "type", "shape", "optional", "meaning"}, ("name",), where)
-    argument = Argument(**raw)
+    _keys(raw, {"name", "type", "shape", "optional", "meaning", "minimum", "maximum", "exclusive_minimum", "exclusive_maximum",
+                "edges"}, ("name",), where)
+    special = []
+    for edge in raw.get("edges", ()):
+        if not isinstance(edge, dict) or set(edge) != {"value", "why"} or not _is_number(edge["value"]) or not str(edge["why"]).strip():
+            raise ContractError(f"{where}: argument {raw['name']}: an edge is {{ value = <number>, why = \"...\" }}, got {edge!r}")
+        special.append(Edge(edge["value"], " ".join(str(edge["why"]).split())))
+    argument = Argument(**{k: v for k, v in raw.items() if k != "edges"}, special=tuple(special))
     if argument.type not in ARGUMENT_TYPES:
         raise ContractError(f"{where}: argument {argument.name} has type {argument.type!r}; expected one of {ARGUMENT_TYPES}")
+    bounded = any(b is not None for b in (argument.minimum, argument.maximum, argument.exclusive_minimum, argument.exclusive_maximum))
+    if bounded and argument.type not in ("scalar", "integer", "array"):
+        raise ContractError(f"{where}: argument {argument.name} of type {argument.type} cannot have a range")
+    for edge in argument.special:
+        if not (isinstance(edge.value, float) and math.isnan(edge.value)) and not argument.allows(edge.value):
+            raise ContractError(f"{where}: argument {argument.name}: the edge {edge.value!r} is outside its range {argument.range_text()}")
     return argument
 
 
