@@ -55,6 +55,7 @@ import torch
 from hypothesis import strategies as st
 
 from .. import protocol
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches
 from ..protocol import CandidateError
 from ..registry import check
@@ -202,6 +203,8 @@ def cql_values(ctx):
     check_cql_values(ctx, [[0.0, 0.0]], [1], 1.0, what="two equal actions (log 2)")
     check_cql_values(ctx, [[2.0, -1.0, 0.5, 3.0]], [3], 2.0, what="the data's action greedy (alpha (logsumexp - max) > 0)")
     check_cql_values(ctx, [[1.5]], [0], 1.0, what="one action (penalty 0)")
+    for alpha in edges.values("cql_penalty", "alpha"):
+        check_cql_values(ctx, a["q_values"], a["actions"].astype(np.int64), alpha, what=f"known answer's Q, edge alpha = {alpha:g}")
     ctx.property(cql_problems(), lambda d: check_cql_values(ctx, *d, what="drawn Q"), label="drawn", tier="autograd")
 
 
@@ -212,6 +215,8 @@ def cql_large_q(ctx):
              ([[800.0, 750.0, 10.0], [1e4, 9999.0, -1e4]], [2, 1], 3.0)]
     for q, actions, alpha in cases:
         check_cql_values(ctx, q, actions, alpha, what=f"Q = {q}")
+    for alpha in edges.values("cql_penalty", "alpha"):
+        check_cql_values(ctx, cases[-1][0], cases[-1][1], alpha, what=f"Q = {cases[-1][0]}, edge alpha = {alpha:g}")
     ctx.property(cql_problems(magnitude=1e4).filter(lambda d: np.max(np.abs(d[0])) > 100), lambda d: check_cql_values(ctx, *d, what="drawn large Q"),
                  label="drawn", tier="autograd")
 
@@ -257,6 +262,8 @@ def cql_expected_gradient(ctx):
     check_cql_expected_gradient(ctx, [0.0, 0.0, 0.0, 0.0], [0.5, 0.25, 0.125, 0.125], 2.0, what="equal Q (softmax uniform)")
     log_nu = np.log([0.125, 0.375, 0.5])
     check_cql_expected_gradient(ctx, log_nu + 1.0, [0.125, 0.375, 0.5], 0.5, what="nu = softmax(Q): the expected gradient vanishes")
+    for alpha in edges.values("cql_penalty", "alpha"):
+        check_cql_expected_gradient(ctx, [1.0, 2.0, 3.0], [0.25, 0.25, 0.5], alpha, what=f"Q = [1, 2, 3], edge alpha = {alpha:g}")
 
     @st.composite
     def problems(draw):
@@ -456,6 +463,12 @@ def known_sampled(answer_id) -> Sampled:
 SAMPLED_KNOWN = [known_sampled("offline.cql-sampled-box"), known_sampled("offline.cql-sampled-box-temperature")]
 
 
+def sampled_edges(s: Sampled, *names: str) -> list[tuple[Sampled, str]]:
+    """``s`` with alpha and the temperature (or only ``names``) moved to each of their contract edges (rlspec.checks.edges)."""
+    return [(dataclasses.replace(s, alpha=args["alpha"], temperature=args["temperature"]), label)
+            for args, label in edges.cases("cql_sampled_penalty", {"alpha": s.alpha, "temperature": s.temperature}, *names)]
+
+
 @check("CQL-SAMPLED-VALUES")
 def sampled_values(ctx):
     """The contract's known answers (the log-volume log 4 of [-1, 1]^2), large Q, then drawn inputs."""
@@ -465,6 +478,8 @@ def sampled_values(ctx):
     big = Sampled(np.array([[300.0, 299.0]]), np.array([[310.0]]), np.array([[-1.0]]), np.array([305.0]),
                   np.array([-1.0]), np.array([1.0]), 1.0, 1.0)
     check_sampled_values(ctx, big, est, what="Q near 300 (exp overflows in float32)")
+    for s, label in sampled_edges(SAMPLED_KNOWN[0]):
+        check_sampled_values(ctx, s, est, what=f"known answer 0, {label}")
     ctx.property(sampled_problems(), lambda s: check_sampled_values(ctx, s, est, what="drawn"), label="drawn",
                  tier="autograd")
 
@@ -480,6 +495,8 @@ def sampled_uniform_density(ctx):
                     np.array(low), np.array(high), 1.0, 1.0)
         box = " x ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(low, high))
         check_sampled_values(ctx, s, est, what=f"Q = 1.5 on the box {box} (D = {D}, log-volume {log_volume:.6g})")
+    for s, label in sampled_edges(s, "alpha"):
+        check_sampled_values(ctx, s, est, what=f"Q = 1.5 on the last box, {label}")
     ctx.property(sampled_problems(temperature=1.0), lambda s: check_sampled_values(ctx, s, est, what="drawn box"), label="drawn",
                  tier="autograd")
 
@@ -624,6 +641,8 @@ def sampled_gradient(ctx):
     est = declared_estimator(ctx, normalisation=False)
     for i, s in enumerate(SAMPLED_KNOWN):
         check_sampled_gradient(ctx, s, est, what=f"known answer {i}")
+    for s, label in sampled_edges(SAMPLED_KNOWN[1]):
+        check_sampled_gradient(ctx, s, est, what=f"known answer 1, {label}")
     ctx.property(sampled_problems(), lambda s: check_sampled_gradient(ctx, s, est, what="drawn"), label="drawn",
                  tier="autograd")
 
@@ -688,6 +707,8 @@ def expectile_values(ctx):
     check_expectile(ctx, a["target"], a["prediction"], float(a["tau"]), what=f"known answer {EXPECTILE_KNOWN.id}")
     check_expectile(ctx, [1.0, -1.0, 4.0], [0.0, 0.0, 1.0], 0.5, what="tau = 1/2 (u^2 / 2)")
     check_expectile(ctx, [0.0, 10.0], [1.0, -2.5], 0.9, what="tau = 0.9")
+    for tau in edges.values("expectile_loss", "tau"):  # just inside 0 and 1, and 1/2 (a fast path there is a squared error)
+        check_expectile(ctx, a["target"], a["prediction"], tau, what=f"known answer's inputs, edge tau = {tau:g}")
 
     @st.composite
     def problems(draw):
@@ -761,6 +782,8 @@ def expectile_minimiser(ctx):
     check_minimiser(ctx, a["target"], probs, float(a["tau"]), what="targets 0, 1, 3 (probabilities 1/4, 1/4, 1/2)")
     check_minimiser(ctx, a["target"], probs, 0.5, what="tau = 1/2: the mean 1.75")
     check_minimiser(ctx, [-1.0, 2.0], [0.5, 0.5], 0.9, what="two targets, tau = 0.9")
+    for tau in edges.values("expectile_loss", "tau"):
+        check_minimiser(ctx, a["target"], probs, tau, what=f"targets 0, 1, 3, edge tau = {tau:g}")
 
     @st.composite
     def distributions(draw):
@@ -840,6 +863,8 @@ def _targets_clause(ctx, which):
     a = TARGETS_KNOWN.arrays()
     args = [a[k] for k in ("target_q", "rewards", "next_values", "terminated", "truncated")] + [float(a["gamma"])]
     check_targets(ctx, *args, which=which, what=f"known answer {TARGETS_KNOWN.id}")
+    for gamma in edges.values("iql_targets", "gamma"):
+        check_targets(ctx, *args[:-1], gamma, which=which, what=f"known answer's inputs, edge gamma = {gamma:g}")
     check_targets(ctx, [[2.0, -1.0], [2.0, -3.0], [0.5, 4.0]], [0.0, 1.0], [3.0, -1.0], [True, False], [True, True], 0.9,
                   which=which, what="three critics, both flags set on step 0 (terminated wins)")
     ctx.property(target_problems(), lambda d: check_targets(ctx, *d, which=which, what="drawn"), label="drawn",
@@ -957,6 +982,16 @@ def describe_rule(rule: WeightRule) -> str:
 AWR_KNOWN = contract.known_answer("offline.awr-weights")
 
 
+def awr_edges(rule: WeightRule) -> list[tuple[list, list, float, str]]:
+    """(log_prob, advantages, beta, label) at the contract's edges of awr_loss: an advantage past exp's overflow (the weight is
+    the clip: finite, where a clip applied by multiplication with a mask gives inf x 0 = NaN; left out when no clip is declared),
+    then beta at each of its edges."""
+    big = edges.values("awr_loss", "advantages")[0]
+    log_prob, advantages = [-1.0, -0.5, -2.0], [0.5, -1.0, big if rule.max_weight is not None else 2.0]
+    found = [(log_prob, advantages, 3.0, f"edge A = {advantages[-1]:g} (beta A past exp's overflow)")]
+    return found + [(log_prob, advantages, args["beta"], label) for args, label in edges.cases("awr_loss", {"beta": 3.0}, "beta")]
+
+
 def unclipped_limit(rule: WeightRule) -> float:
     """The largest exponent the value clause draws: below the clip (or float32's exp overflow without one)."""
     return math.log(rule.max_weight) if rule.max_weight is not None else 80.0
@@ -969,6 +1004,8 @@ def awr_values(ctx):
     a = AWR_KNOWN.arrays()
     check_awr(ctx, a["log_prob"], a["advantages"], float(a["beta"]), what=f"known answer {AWR_KNOWN.id}")
     check_awr(ctx, [-0.25, -3.0, -1.0], [0.0, -2.0, 0.25], 0.5, what="beta = 1/2")
+    for log_prob, advantages, beta, label in awr_edges(rule):
+        check_awr(ctx, log_prob, advantages, beta, what=label)
     limit = unclipped_limit(rule)
 
     @st.composite
@@ -998,6 +1035,8 @@ def awr_clip(ctx):
         check_awr(ctx, np.linspace(-2.0, -0.5, len(xs)), adv, beta, what=f"exponents {', '.join(f'{x:.6g}' for x in xs)}", cause=cause)
     a = AWR_KNOWN.arrays()
     check_awr(ctx, a["log_prob"], a["advantages"], float(a["beta"]), what=f"known answer {AWR_KNOWN.id}", cause=cause)
+    for log_prob, advantages, beta, label in awr_edges(rule):
+        check_awr(ctx, log_prob, advantages, beta, what=label, cause=cause)
 
     @st.composite
     def problems(draw):
@@ -1027,6 +1066,8 @@ def awr_detached(ctx):
     weight_rule(ctx)  # the rule does not change the clause, but the verdict says which was in force
     a = AWR_KNOWN.arrays()
     check_detached(ctx, a["log_prob"], a["advantages"], float(a["beta"]), what=f"known answer {AWR_KNOWN.id}")
+    for log_prob, advantages, beta, label in awr_edges(weight_rule(ctx)):
+        check_detached(ctx, log_prob, advantages, beta, what=label)
 
     @st.composite
     def problems(draw):
@@ -1074,6 +1115,8 @@ def awr_target_policy(ctx):
     check_target_policy(ctx, [0.25, 0.25, 0.5], [0.5, -1.0, 0.0], 3.0, what="mu = [1/4, 1/4, 1/2], A = [0.5, -1, 0]")
     check_target_policy(ctx, [0.5, 0.5], [2.0, 0.0], 3.0, what="one weight clipped (beta A = 6)")
     check_target_policy(ctx, [0.125, 0.375, 0.5], [0.0, 0.0, 0.0], 1.0, what="A = 0: pi* = mu")
+    for _, advantages, beta, label in awr_edges(weight_rule(ctx)):
+        check_target_policy(ctx, [0.25, 0.25, 0.5], advantages, beta, what=f"mu = [1/4, 1/4, 1/2], {label}")
 
     @st.composite
     def problems(draw):

@@ -29,11 +29,13 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
 from ..strategies import rounded
 from ..tolerances import TINY, rounding_error, smallest_normal
+from ...spec import contract
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
@@ -322,6 +324,14 @@ HAND_SAC = Case(
 )
 
 
+def edge_cases(op: str, case: Case, *names: str) -> list[Case]:
+    """``case`` with each scalar argument of ``op`` (gamma; TD3's noise_clip; SAC's alpha; or only ``names``) moved to each
+    edge the contract gives it: 0 and 1 (rlspec.checks.edges)."""
+    base = {name: getattr(case, name) for name in ("gamma", "alpha", "noise_clip")
+            if any(a.name == name for a in contract.operations()[op].inputs)}
+    return [replace(case, **{k: args[k] for k in base}) for args, _ in edges.cases(op, base, *names)]
+
+
 def random_nets(rng, O: int, D: int) -> dict:
     """Parameters in ranges that keep every pre-tanh sample |u| <= 3 (|mean| <= 1.5, sigma |noise| <= 1.5)."""
     def critic():
@@ -348,7 +358,7 @@ def cases(draw, kind: str):
     D = draw(st.integers(1, 2), label="D")
     terminated = np.array(draw(st.lists(st.booleans(), min_size=B, max_size=B), label="terminated"))
     truncated = np.array(draw(st.lists(st.booleans(), min_size=B, max_size=B), label="truncated"))
-    gamma = draw(st.sampled_from([0.99, 0.9, 0.5, 0.0]) | st.floats(0.0, 1.0), label="gamma")
+    gamma = draw(edges.edged(st.sampled_from([0.99, 0.9, 0.5]) | st.floats(0.0, 1.0), "td_target", "gamma"), label="gamma")
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
     case = Case(
         obs=rng.uniform(-1, 1, (B, O)), actions=rng.uniform(-1, 1, (B, D)), rewards=rng.uniform(-5, 5, B),
@@ -480,6 +490,9 @@ def td_target_terminal_mask(ctx):
     no = np.zeros(4, bool)
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([True, False, False, True]), truncated=no, what="(terminated rows)")
     verify_td_target(ctx, **TD_KNOWN, terminated=no, truncated=no, what="(no episode end)")
+    for gamma in edges.values("td_target", "gamma"):
+        verify_td_target(ctx, **{**TD_KNOWN, "gamma": gamma}, terminated=np.array([True, False, False, True]), truncated=no,
+                         what=f"(terminated rows, edge gamma = {gamma:g})")
     ctx.property(td_flags(False), lambda b: verify_td_target(ctx, *b, what="(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -488,6 +501,9 @@ def td_target_truncation(ctx):
     """Truncated rows bootstrap from Q' at the final observation; terminated wins when both flags are set."""
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([False, False, False, True]), truncated=np.array([True, False, True, True]),
                      what="(truncated rows)")
+    for gamma in edges.values("td_target", "gamma"):
+        verify_td_target(ctx, **{**TD_KNOWN, "gamma": gamma}, terminated=np.array([False, False, False, True]),
+                         truncated=np.array([True, False, True, True]), what=f"(truncated rows, edge gamma = {gamma:g})")
     ctx.property(td_flags(True), lambda b: verify_td_target(ctx, *b, what="(drawn, truncated rows)"), label="drawn",
                  tier="known-answers-first")
 
@@ -528,6 +544,8 @@ def verify_ddpg(ctx, case: Case, what: str):
 def ddpg_target(ctx):
     """y = r + gamma (1 - terminated) Q'(s', mu'(s')) with the target networks."""
     verify_ddpg(ctx, KNOWN, "(known batch)")
+    for case in edge_cases("ddpg_critic_target", KNOWN):
+        verify_ddpg(ctx, case, f"(known batch, gamma {case.gamma:g})")
     ctx.property(cases("ddpg"), lambda c: verify_ddpg(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -603,6 +621,8 @@ def td3_clipped_double_q(ctx):
     """The target bootstraps from min(Q1', Q2') at the smoothed target action, with the terminal mask."""
     verify_td3(ctx, td3_case(), "(known batch)", "double-q")
     verify_td3(ctx, td3_case(noise_clip=0.0), "(known batch, no smoothing noise)", "double-q")
+    for case in edge_cases("td3_critic_target", td3_case()):
+        verify_td3(ctx, case, f"(known batch, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "double-q")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "double-q"), label="drawn", tier="known-answers-first")
 
 
@@ -613,6 +633,8 @@ def td3_noise_clipped(ctx):
     verify_td3(ctx, td3_case(**wide), "(known batch, wide bounds)", "noise")
     verify_td3(ctx, td3_case(**wide, noise_clip=0.0), "(known batch, noise_clip = 0)", "noise",
                cause="noise_clip = 0 must remove the smoothing noise entirely (clip(noise, 0, 0) = 0)")
+    for case in edge_cases("td3_critic_target", td3_case(**wide)):
+        verify_td3(ctx, case, f"(known batch, wide bounds, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "noise")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "noise"), label="drawn", tier="known-answers-first")
 
 
@@ -622,6 +644,8 @@ def td3_action_bounds(ctx):
     verify_td3(ctx, td3_case(), "(known batch, bounds [-1, 1] x [-0.5, 0.5])", "bounds")
     verify_td3(ctx, td3_case(noise_clip=1.0, low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25])), "(known batch, narrow bounds)",
                "bounds")
+    for case in edge_cases("td3_critic_target", td3_case(low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25]))):
+        verify_td3(ctx, case, f"(known batch, narrow bounds, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "bounds")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "bounds"), label="drawn", tier="known-answers-first")
 
 
@@ -690,6 +714,8 @@ def sac_soft_target(ctx):
     """y = r + gamma (1 - terminated) (min Q' - alpha log pi) at a' ~ pi(.|s'); 2.05 on the hand-worked case."""
     verify_sac_target(ctx, HAND_SAC, "(worked by hand: 2.05)", "soft")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "soft")
+    for case in edge_cases("sac_critic_target", replace(KNOWN, noise=SAC_KNOWN_NOISE)):
+        verify_sac_target(ctx, case, f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})", "soft")
     ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "soft"), label="drawn", tier="known-answers-first")
 
 
@@ -698,6 +724,8 @@ def sac_target_next_action(ctx):
     """a' is a fresh sample of the current policy at s' (not the stored action, not at s, not the mean)."""
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=0.0), "(known batch, alpha = 0)", "action")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "action")
+    for case in edge_cases("sac_critic_target", replace(KNOWN, noise=SAC_KNOWN_NOISE)):
+        verify_sac_target(ctx, case, f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})", "action")
     ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "action"), label="drawn", tier="known-answers-first")
 
 
@@ -750,6 +778,8 @@ def ddpg_target_no_graph(ctx):
     """The targets are returned without a graph: nothing is reached through them."""
     known, extra = no_graph_cases("ddpg")
     verify_no_graph(ctx, "ddpg_critic_target", known, extra(known), "(known batch)")
+    for case in edge_cases("ddpg_critic_target", known):
+        verify_no_graph(ctx, "ddpg_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g})")
     ctx.property(cases("ddpg"), lambda c: verify_no_graph(ctx, "ddpg_critic_target", c, extra(c), "(drawn)"), label="drawn",
                  tier="known-answers-first")
 
@@ -759,6 +789,8 @@ def td3_target_no_graph(ctx):
     """The smoothed targets are returned without a graph."""
     known, extra = no_graph_cases("td3")
     verify_no_graph(ctx, "td3_critic_target", known, extra(known), "(known batch)")
+    for case in edge_cases("td3_critic_target", known):
+        verify_no_graph(ctx, "td3_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})")
     ctx.property(cases("td3"), lambda c: verify_no_graph(ctx, "td3_critic_target", c, extra(c), "(drawn)"), label="drawn",
                  tier="known-answers-first")
 
@@ -769,6 +801,8 @@ def sac_target_no_graph(ctx):
     known, extra = no_graph_cases("sac")
     verify_no_graph(ctx, "sac_critic_target", known, extra(known), "(known batch)")
     verify_no_graph(ctx, "sac_critic_target", HAND_SAC, extra(HAND_SAC), "(worked by hand)")
+    for case in edge_cases("sac_critic_target", known):  # alpha = 0: a target with no entropy term still carries no graph
+        verify_no_graph(ctx, "sac_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})")
     ctx.property(cases("sac"), lambda c: verify_no_graph(ctx, "sac_critic_target", c, extra(c), "(drawn)"), label="drawn",
                  tier="known-answers-first")
 
@@ -1006,6 +1040,8 @@ def sac_actor_loss(ctx):
     """mean_b (alpha log pi(a~|s) - min Q(s, a~)) and its reparameterised gradient in the policy's parameters."""
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)")
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=1.0), "(known batch, alpha = 1)")
+    for alpha in edges.values("sac_actor_loss", "alpha"):
+        verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=alpha), f"(known batch, edge alpha = {alpha:g})")
     ctx.property(cases("sac"), lambda c: verify_sac_actor(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -1091,8 +1127,10 @@ def temperature_loss(ctx):
     # A batch that enumerates pi = (1/2, 1/4, 1/4): H_hat = H(pi) = 1.5 log 2 below the target 2: the gradient is negative.
     verify(LOG_HALF, [LOG_HALF, LOG_HALF, 2 * LOG_HALF, 2 * LOG_HALF], 1, 2.0, "(enumerated policy: gradient 1.5 log 2 - 2)")
     verify(0.0, [-0.3, -2.0, 0.7], 3, -3.0, "(alpha = 1)")
+    for args, label in edges.cases("sac_alpha_loss", {"action_dim": 3, "target_entropy": -3.0}):  # target_entropy 0: not the default
+        verify(LOG_HALF, [-0.3, -2.0, 0.7], args["action_dim"], args["target_entropy"], f"({label})")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(1, 6),
-                      st.floats(-10.0, 10.0))
+                      edges.edged(st.floats(-10.0, 10.0), "sac_alpha_loss", "target_entropy", none=True))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -1112,6 +1150,8 @@ def temperature_no_policy_gradient(ctx):
 
     verify(LOG_HALF, [-1.0, 0.5], 2, -1.0, "(known)")
     verify(0.7, [-0.3, -2.0, 0.7], 3, None, "(default target entropy)")
+    for args, label in edges.cases("sac_alpha_loss", {"action_dim": 3, "target_entropy": -3.0}):
+        verify(0.7, [-0.3, -2.0, 0.7], args["action_dim"], args["target_entropy"], f"({label})")
     drawn = st.tuples(st.floats(-5.0, 2.0).filter(lambda x: abs(x) > 1e-3), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8),
                       st.integers(1, 6), st.floats(-10.0, 10.0))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
@@ -1141,6 +1181,8 @@ def target_entropy_default(ctx):
 
     verify(LOG_HALF, [-1.0, 0.5], 3, "(known, action_dim = 3)")
     verify(0.3, [-2.0, 1.0, 0.25], 6, "(action_dim = 6)")
+    for action_dim in edges.values("sac_alpha_loss", "action_dim"):  # 1: the default is k itself
+        verify(0.3, [-2.0, 1.0, 0.25], action_dim, f"(edge action_dim = {action_dim})")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(2, 8))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", tier="known-answers-first")
 
@@ -1181,7 +1223,7 @@ def polyak_update(ctx):
     pairs = st.integers(1, 6).flatmap(lambda P: st.tuples(
         st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
         st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
-        st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0)))
+        edges.edged(st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0), "polyak_update", "tau")))
     ctx.property(pairs, lambda d: verify_polyak(ctx, np.array(d[0]), np.array(d[1]), d[2], "(drawn)"), label="drawn",
                  tier="known-answers-first")
 
@@ -1324,13 +1366,15 @@ def polyak_history(ctx):
     verify_target_updates(ctx, target, online, 0.25, 1, (1, 2, 3), "(tau = 1/4, six steps in three calls)")
     constant = np.array([1.5, -2.0, 4.0])
     verify_target_updates(ctx, constant, np.tile(constant, (5, 1)), 0.1, 1, (5,), "(constant network: a fixed point)")
+    for tau in edges.values("target_network_updates", "tau"):  # 0: the target never moves; 1: it copies every step
+        verify_target_updates(ctx, target, online, tau, 1, (1, 2, 3), f"(edge tau = {tau:g}, six steps in three calls)")
 
     @st.composite
     def drawn(draw):
         P = draw(st.integers(1, 4), label="P")
         calls = draw(st.lists(st.integers(1, 3), min_size=1, max_size=4), label="gradient_steps")
         rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
-        tau = draw(st.sampled_from([0.005, 0.5, 1.0]) | st.floats(0.0, 1.0), label="tau")
+        tau = draw(edges.edged(st.sampled_from([0.005, 0.5]) | st.floats(0.0, 1.0), "target_network_updates", "tau"), label="tau")
         return rng.uniform(-10, 10, P), rng.uniform(-10, 10, (sum(calls), P)), tau, calls
 
     ctx.property(drawn(), lambda d: verify_target_updates(ctx, d[0], d[1], d[2], 1, d[3], "(drawn)"), label="drawn",
