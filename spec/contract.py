@@ -117,7 +117,7 @@ class Argument:
                 if self.allows(value):
                     add(value if integer else float(value), f"{value} (inside the range)")
         if self.optional:
-            add(None, "left out (None)")
+            add(None, "left out")
         for edge in self.special:
             add(edge.value, edge.why)
         return tuple(found)
