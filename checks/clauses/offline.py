@@ -983,13 +983,19 @@ AWR_KNOWN = contract.known_answer("offline.awr-weights")
 
 
 def awr_edges(rule: WeightRule) -> list[tuple[list, list, float, str]]:
-    """(log_prob, advantages, beta, label) at the contract's edges of awr_loss: an advantage past exp's overflow (the weight is
-    the clip: finite, where a clip applied by multiplication with a mask gives inf x 0 = NaN; left out when no clip is declared),
-    then beta at each of its edges."""
+    """(log_prob, advantages, beta, label) at the contract's edges of awr_loss: an advantage past exp's overflow (beta A =
+    3000 at beta = 3: the weight is the clip, finite, where a clip applied by multiplication with a mask gives inf x 0 = NaN;
+    left out when no clip is declared, where the weight itself would be infinite), then beta at each of its edges, the
+    advantages scaled with beta so that the exponents stay those of beta = 3 (below exp's overflow unless clipped)."""
     big = edges.values("awr_loss", "advantages")[0]
-    log_prob, advantages = [-1.0, -0.5, -2.0], [0.5, -1.0, big if rule.max_weight is not None else 2.0]
-    found = [(log_prob, advantages, 3.0, f"edge A = {advantages[-1]:g} (beta A past exp's overflow)")]
-    return found + [(log_prob, advantages, args["beta"], label) for args, label in edges.cases("awr_loss", {"beta": 3.0}, "beta")]
+    exponents = np.array([1.5, -3.0, 3.0 * big if rule.max_weight is not None else 6.0])
+    log_prob = [-1.0, -0.5, -2.0]
+
+    def advantages(beta):  # the advantages whose exponents under the declared rule are ``exponents``
+        return (exponents / beta if rule.beta == "inverse-temperature" else exponents * beta).tolist()
+
+    found = [(log_prob, advantages(3.0), 3.0, f"edge A = {advantages(3.0)[-1]:g} (beta A past exp's overflow)")]
+    return found + [(log_prob, advantages(args["beta"]), args["beta"], label) for args, label in edges.cases("awr_loss", {"beta": 3.0}, "beta")]
 
 
 def unclipped_limit(rule: WeightRule) -> float:
