@@ -255,22 +255,26 @@ def cg_solves_spd(ctx):
 # tenth of |r_k| (the factor-4 band holds then); the known system (||A|| = 4.6, |r_1| = 0.56) qualifies.
 
 
+def cg_iterates(A, b, steps: int) -> tuple[list[np.ndarray], list[float]]:
+    """CG's iterates x_k from x = 0 and their r_k'r_k, k = 0 .. steps (float64)."""
+    x, r = np.zeros_like(b, dtype=np.float64), np.asarray(b, dtype=np.float64).copy()
+    p, rr = r.copy(), float(r @ r)
+    xs, out = [x.copy()], [rr]
+    for _ in range(steps):
+        if rr > 0.0:
+            Ap = A @ p
+            alpha = rr / float(p @ Ap)
+            x, r = x + alpha * p, r - alpha * Ap
+            new = float(r @ r)
+            p, rr = r + (new / rr) * p, new
+        xs.append(x.copy())
+        out.append(rr)
+    return xs, out
+
+
 def cg_residuals(A, b, steps: int) -> list[float]:
     """r_k'r_k of CG's iterates from x = 0, k = 0 .. steps (float64)."""
-    x, r = np.zeros_like(b), b.copy()
-    p, rr = r.copy(), float(r @ r)
-    out = [rr]
-    for _ in range(steps):
-        if rr == 0.0:
-            out.append(0.0)
-            continue
-        Ap = A @ p
-        alpha = rr / float(p @ Ap)
-        x, r = x + alpha * p, r - alpha * Ap
-        new = float(r @ r)
-        p, rr = r + (new / rr) * p, new
-        out.append(rr)
-    return out
+    return cg_iterates(A, b, steps)[1]
 
 
 def verify_cg_stop(ctx, A, b, iters: int, tol: float, k: int, what: str):
