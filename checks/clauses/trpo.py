@@ -855,22 +855,31 @@ def line_search_restores(ctx):
 
 
 class UpdateProblem:
-    def __init__(self, policy: Policy, theta0, actions, advantages, max_kl: float, max_backtracks: int = 10):
+    def __init__(self, policy: Policy, theta0, actions, advantages, max_kl: float, max_backtracks: int = 10,
+                 cg_iters: int | None = None):
         self.policy = policy
         self.theta0 = np.asarray(theta0, dtype=np.float64)
         self.actions = np.asarray(actions, dtype=np.float64)
         self.advantages = np.asarray(advantages, dtype=np.float64)
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
+        self._cg_iters = cg_iters  # None: enough iterations to solve the natural step exactly
 
     def rounded(self, dtype) -> "UpdateProblem":
         cast = lambda v: rounded(v, dtype)
         actions = self.actions if self.policy.kind == "categorical" else cast(self.actions)
         return UpdateProblem(self.policy.rounded(dtype), cast(self.theta0), actions, cast(self.advantages), self.max_kl,
-                             self.max_backtracks)
+                             self.max_backtracks, self._cg_iters)
 
     @property
     def cg_iters(self) -> int:
-        return CG_STEPS_PER_DIM * self.policy.n_params
+        return CG_STEPS_PER_DIM * self.policy.n_params if self._cg_iters is None else self._cg_iters
+
+    def at_edges(self):
+        """This problem with max_kl, cg_iters and max_backtracks moved one at a time to the contract's edges."""
+        base = {"max_kl": self.max_kl, "cg_iters": self.cg_iters, "max_backtracks": self.max_backtracks}
+        for args, _ in edges.cases("trpo_update", base):
+            yield UpdateProblem(self.policy, self.theta0, self.actions, self.advantages, args["max_kl"], args["max_backtracks"],
+                                args["cg_iters"])
 
 
 class Oracle:
@@ -1511,5 +1520,7 @@ def update_line_search_trials(ctx):
     for problem in TRIAL_KNOWN:
         if problem.policy.kind in kinds:
             verify_trials(ctx, problem)
+            for edge in problem.at_edges():  # one trial (max_backtracks 1), the gradient's direction (cg_iters 1), tiny or wide budgets
+                verify_trials(ctx, edge)
     ctx.property(overshooting_problems(kinds, standardises(ctx), damping(ctx)), lambda p: assume(verify_trials(ctx, p)), label="drawn",
                  tier="known-answers-first-costly")
