@@ -13,7 +13,8 @@ touched):
   ``RLSPEC_PRECISION = "float32"``. A declared precision loosens bounds; it can never reject a result
   more exact than it promised.
 
-The ``ppo_update`` clauses are being rebuilt (issue 23): its diagnostics dict is passed through unchanged.
+``ppo_update``'s optional diagnostics are moved too (the ratios and every approx_kl value; the indices and the
+epoch count are integers).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def one_ulp_off(value, flip: bool):
         return value + step
     if isinstance(value, (float, np.floating)) and not isinstance(value, bool):
         return type(value)(np.nextafter(value, np.inf if not flip else -np.inf))
-    if isinstance(value, tuple):
-        return tuple(one_ulp_off(v, flip) for v in value)
-    return value  # ppo_update's diagnostics (issue 23), train_ppo's episode returns
+    if isinstance(value, (tuple, list)):
+        return type(value)(one_ulp_off(v, flip) for v in value)
+    if isinstance(value, dict):  # ppo_update's diagnostics
+        return {k: one_ulp_off(v, flip) for k, v in value.items()}
+    return value  # integers, None
 
 
 def perturbed_reference(flip: bool):

@@ -874,10 +874,10 @@ class UpdateProblem:
     def cg_iters(self) -> int:
         return CG_STEPS_PER_DIM * self.policy.n_params if self._cg_iters is None else self._cg_iters
 
-    def at_edges(self):
-        """This problem with max_kl, cg_iters and max_backtracks moved one at a time to the contract's edges."""
+    def at_edges(self, *names: str):
+        """This problem with max_kl, cg_iters and max_backtracks (or ``names``) moved one at a time to the contract's edges."""
         base = {"max_kl": self.max_kl, "cg_iters": self.cg_iters, "max_backtracks": self.max_backtracks}
-        for args, _ in edges.cases("trpo_update", base):
+        for args, _ in edges.cases("trpo_update", base, *names):
             yield UpdateProblem(self.policy, self.theta0, self.actions, self.advantages, args["max_kl"], args["max_backtracks"],
                                 args["cg_iters"])
 
@@ -1214,6 +1214,8 @@ def line_search_kl_direction(ctx):
     for problem in KL_DIRECTION_KNOWN:
         if problem.policy.kind in kinds:
             verify_update(ctx, problem)
+            for edge in problem.at_edges("max_kl", "max_backtracks"):  # judged against the oracle's exact answer
+                verify_update(ctx, edge)
     ctx.property(update_problems(kinds, standardises(ctx)), lambda p: verify_update(ctx, p, constraint_only=True),
                  label="drawn", tier="known-answers-first-costly")
 
@@ -1225,6 +1227,10 @@ def update_trust_region(ctx):
     for problem in UPDATE_KNOWN + (ACCEPT_RATIO_UPDATE_KNOWN if accept_ratio(ctx) else []):
         if problem.policy.kind in kinds:
             verify_update(ctx, problem)
+    for problem in UPDATE_KNOWN[:2]:  # one of each family
+        if problem.policy.kind in kinds:
+            for edge in problem.at_edges("max_kl", "max_backtracks"):  # a vanishing and a wide trust region, a single trial
+                verify_update(ctx, edge)
     if standardises(ctx):
         for problem in CONSTANT_ADVANTAGES:
             if problem.policy.kind in kinds:
