@@ -433,6 +433,12 @@ def run_penalised_search(ctx, old: Policy, direction: np.ndarray, max_kl_allowed
 
 def verify_search(ctx, old: Policy, direction: np.ndarray, label: str):
     x, problem, call, x0, f = run_penalised_search(ctx, old, direction, 1.0, label)
+    # x0 itself, as the candidate returns it: a copy, or restored by undoing the last trial, x0 + t f - t f (t <= 1),
+    # which rounds at most 4 times on u (|x0| + |f|) (TRPO-LINE-SEARCH-RESTORES-ON-FAILURE's bound); J is not compared
+    # there, since any J(x) off J(x0) would be the rounding of x, not an accepted trial.
+    u = call.unit_roundoff
+    if np.all(np.abs(x - x0) <= 4 * u * (np.abs(x0) + np.abs(f)) + 4 * smallest_normal(u)):
+        return
     J0, J1 = J_of(x0), J_of(x)
     delta = penalised_delta(problem, x) + penalised_delta(problem, x0)
     t = float((x - x0) @ f / (f @ f))
