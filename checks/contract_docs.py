@@ -42,6 +42,16 @@ def _conventions_of(operation: str) -> list[contract.Convention]:
     return [c for c in contract.conventions().values() if operation in c.operations]
 
 
+def _edge_value(value) -> str:
+    return "None" if value is None else f"{value:.17g}" if isinstance(value, float) else str(value)
+
+
+def _keeper(promise: contract.Promise) -> str:
+    kept = {"protocol": "the protocol, on every call", "suite": "the suite's own code", "bounds": "every clause's bounds"}
+    parts = ([kept[promise.by]] if promise.by else []) + [", ".join(f"`{c}`" for c in promise.clauses)] * bool(promise.clauses)
+    return "; ".join(parts)
+
+
 def readme_table() -> str:
     """The README's protocol table: one row per operation (signature, meaning, the conventions it takes)."""
     rows = [README_BEGIN, "", "| operation | signature | meaning |", "|---|---|---|"]
@@ -76,7 +86,13 @@ def markdown(matrix: Path | None = MATRIX) -> str:
         allowed = ", ".join(f"`{a}`" for a in d.allowed) if d.allowed else d.type
         default = f" (default `{d.default}`)" if d.default is not None else ""
         out.append(f"| `{d.name}` | {allowed}{default} | {d.meaning} |")
-    out += ["", "## Operations", ""]
+    out += ["", "## Operations", "",
+            "Each operation lists its inputs with the range each allows and its *edges*: the values at the edge of that range, "
+            "generated from the bounds (an inclusive bound, or the value just inside an exclusive one; 0 and 1 where the range "
+            "holds them; None for an optional input) and the special values the contract names (past exp's overflow, past the "
+            "range a library clamps to). Every clause whose calls vary an input passes each of its edges on every seed "
+            "(`tests/test_edges.py`). Each operation also lists its *promises*: the words of its meaning that promise something, "
+            "and the clauses that fail a candidate that breaks them.", ""]
     for op in c.operations.values():
         out += [f"### `{op.name}`", "", f"`{op.name}{op.signature}`", "", op.meaning, ""]
         kind = "torch tensors (the suite differentiates it)" if op.differentiated else "torch tensors" \
@@ -86,13 +102,30 @@ def markdown(matrix: Path | None = MATRIX) -> str:
             out.append(f"- {label}:")
             for a in arguments:
                 parts = [a.type] + ([a.shape] if a.shape else []) + (["optional"] if a.optional else []) \
-                    + (["requires grad"] if a.name in op.differentiated else [])
-                out.append(f"  - `{a.name}` ({', '.join(parts)})" + (f": {a.meaning}" if a.meaning else ""))
+                    + (["requires grad"] if a.name in op.differentiated else []) + ([f"in {a.range_text()}"] if a.range_text() else [])
+                line = f"  - `{a.name}` ({', '.join(parts)})" + (f": {a.meaning}" if a.meaning else "")
+                if label == "inputs" and a.edges:
+                    line += "; edges " + ", ".join(f"`{_edge_value(e.value)}` ({e.why})" for e in a.edges)
+                out.append(line)
         conventions = _conventions_of(op.name)
         if conventions:
             out.append("- conventions: " + ", ".join(f"[`{k.key}`](#{k.key})" for k in conventions))  # GitHub keeps the underscores
+        if op.promises:
+            out.append("- promises (the words of the meaning, their kinds, and what keeps each):")
+            out += [f"  - \"{p.says}\" ({', '.join(p.kinds)}): {_keeper(p)}" for p in op.promises]
         out.append("")
-    out += ["## Conventions", ""]
+    out += ["## Promises every operation makes", "",
+            "Kept by the protocol on every call (a candidate that breaks one gets `error` on whatever clause made the call), "
+            "by the bounds of every clause, and by the clauses named:", ""]
+    out += [f"- {p.says[:1].upper() + p.says[1:]} ({', '.join(p.kinds)}): {_keeper(p)}" for p in c.promises]
+    out += ["", "## Kinds of promise", "",
+            "Each operation above lists what its meaning promises. Wherever the words of a kind (regular expressions) match a "
+            "meaning, a promise of that kind quotes them and names the clauses that keep it (`tests/test_promises.py`); every "
+            "clause keeps at least one promise.", "", "| kind | meaning | words |", "|---|---|---|"]
+    for kind in c.promise_kinds.values():
+        words = ", ".join(f"`` {w} ``" for w in kind.words).replace("|", "\\|")
+        out.append(f"| {kind.name} | {kind.meaning} | {words} |")
+    out += ["", "## Conventions", ""]
     for k in c.conventions.values():
         out += [f"### `{k.key}`", "", k.meaning[:1].upper() + k.meaning[1:] + ".", "",
                 f"- allowed: {k.allowed_text()}", f"- default: {_code(k.default)}",

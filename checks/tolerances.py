@@ -66,6 +66,40 @@ def smallest_normal(u: float) -> float:
     return float(np.finfo(np.float16).smallest_normal)
 
 
+def tiny(u: float) -> float:
+    """The absolute floor of a bound whose relative part vanishes where the exact value is 0. In float64, TINY. In a
+    coarser precision, ``eta``: a result that is 0 in exact arithmetic may come back as a subnormal residue (one
+    rounding below ``eta`` is absolute, flush-to-zero included), and a float64-sized floor would demand bit equality
+    of a float32 result (an answer one ulp off, 1.4e-45, failed; tests/test_bounds.py)."""
+    return max(TINY, smallest_normal(u))
+
+
+def rounding_error(x, u):
+    """``|x - fl(x)|``, elementwise: how far one rounding to the precision whose unit roundoff is ``u`` moves the float64
+    value ``x`` (0 when ``u`` is float64's). The bound of a promise that is exact (a copy, a selection) at the precision
+    a candidate is judged by: the exact float64 value passes, and so does its rounding to a declared lower precision
+    (a copy made in float32), and nothing further off does."""
+    x = np.asarray(x, dtype=np.float64)
+    for dtype in (np.float64, np.float32, np.float16):
+        if u <= np.finfo(dtype).eps / 2:
+            return np.abs(x - x.astype(dtype).astype(np.float64))
+    return u * np.abs(x) + smallest_normal(u)  # a precision numpy has no dtype for (bfloat16): one rounding's bound
+
+
+def sum_identity_tolerance(advantages, values, u):
+    """``returns = advantages + values`` checked on the candidate's own two outputs. Each output may be one ulp (at most
+    ``2 u |x|``, or ``eta`` below the smallest normal) from a pair that satisfies the identity exactly, whichever way the
+    candidate computed them (returns from advantages, or advantages from returns, or both from a more exact recursion),
+    a candidate in a lower precision than its inputs rounds ``V`` first (``u |V|``), and the check forms ``A + V`` in
+    float64 (``U64 |A + V|``):
+
+        |R_hat - (A_hat + V)| <= 2 u |A + V| + 2 u |A| + u |V| + U64 |A + V| + 2 eta
+
+    (the previous ``u (|A| + 2 |V|)`` admitted only the rounding of ``fl(A + V)`` and rejected an answer one ulp off)."""
+    a, v = np.asarray(advantages, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    return (2 * u + U64) * np.abs(a + v) + 2 * u * np.abs(a) + u * np.abs(v) + 2 * smallest_normal(u) + TINY
+
+
 def gae_tolerance(rewards, values, next_values, terminated, truncated, gamma, lam, u):
     """Per-element tolerance on advantages for the inputs given (see the module docstring)."""
     rewards, values, next_values = (np.abs(np.asarray(x, dtype=np.float64)) for x in (rewards, values, next_values))

@@ -240,6 +240,14 @@ def _cg(x, ref, u, conv):
     from .clauses import trpo
 
     A, b = x["matvec"], x["b"]
+    n = len(b)
+    if x["iters"] < trpo.CG_STEPS_PER_DIM * n or x["tol"] > trpo.CG_TOL:
+        # TRPO-CG-STOPPING-RULE: the iterate where CG from 0 stops (r'r <= tol, or after iters steps). The clause judges the
+        # residual within a factor 4; here a result nearer that iterate than the next one: half the largest change one more
+        # step would make (a solver's start near 0 moves it far less on these systems).
+        xs, rr = trpo.cg_iterates(A, b, int(x["iters"]) + 1)
+        k = next((j for j in range(int(x["iters"]) + 1) if rr[j] <= x["tol"]), int(x["iters"]))
+        return {"x": Bound.of(xs[k], float(np.max(np.abs(xs[k + 1] - xs[k]))) / 2)}
     exact = np.linalg.solve(A, b)
     # The check bounds the residual: |A x - b| <= 2 k u (|A| |x| + |b|) (trpo.cg_residual_bound). Elementwise
     # |x - x*| <= |A^-1| |A x - b| <= bound / lambda_min; |x| <= 2 |x*| inside that bound, hence x* doubled.
@@ -794,6 +802,9 @@ def generated_inputs() -> list[tuple[str, str, dict]]:
     for A, b in trpo.CG_KNOWN:
         cases.append(("TRPO-CG-SOLVES-SPD", "conjugate_gradient",
                       {"matvec": A, "b": b, "iters": trpo.CG_STEPS_PER_DIM * len(b), "tol": trpo.CG_TOL}))
+    A, b = trpo.CG_KNOWN[0]  # r'r 5, 0.3125, 0: one step, by iters and by tol (0.4 lies between r_1'r_1 and its norm 0.559)
+    for iters, tol in ((1, trpo.CG_TOL), (10, 0.4)):
+        cases.append(("TRPO-CG-STOPPING-RULE", "conjugate_gradient", {"matvec": A, "b": b, "iters": iters, "tol": tol}))
     for F, g, max_kl in trpo.STEP_KNOWN:
         for clause in ("TRPO-NATURAL-STEP-DIRECTION", "TRPO-NATURAL-STEP-KL-BUDGET"):
             cases.append((clause, "natural_step", {"grad": g, "fvp": F, "max_kl": max_kl, "cg_iters": trpo.CG_STEPS_PER_DIM * len(g)}))

@@ -355,6 +355,9 @@ class Clause:
     bugs: tuple[str, ...] = ()  # ids in spec/bugs.toml that this clause is meant to catch
     notes: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    # argument -> why this clause's fixed cases do not take the argument's contract edges (the statement fixes it, the
+    # clause's bound is derived for a part of the range); tests/test_edges.py holds every other varied argument to them
+    no_edges: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def operation(self) -> str | list[str]:
@@ -379,7 +382,10 @@ def _clause(raw: dict, chapter: str, where: str) -> Clause:
         raise CatalogueError(f"{where}: clause {raw.get('id', '?')} lacks {', '.join(missing)}")
     if not ID_PATTERN.match(raw["id"]):
         raise CatalogueError(f"{where}: clause id {raw['id']!r} is not UPPER-KEBAB-CASE")
-    known = set(REQUIRED) | {"proofs", "likely_cause", "bugs", "notes"}
+    known = set(REQUIRED) | {"proofs", "likely_cause", "bugs", "notes", "no_edges"}
+    no_edges = raw.get("no_edges", {})
+    if not isinstance(no_edges, dict) or not all(isinstance(v, str) and v.strip() for v in no_edges.values()):
+        raise CatalogueError(f"{where}: {raw['id']}: no_edges is a table of argument = \"why its edges are not taken\"")
     proofs = tuple(raw.get("proofs", ()))
     sources = tuple(_source(s, f"{where}: {raw['id']}", proofs) for s in raw["sources"])
     if not sources or not raw["operations"]:
@@ -401,6 +407,7 @@ def _clause(raw: dict, chapter: str, where: str) -> Clause:
         bugs=clause_bugs,
         notes=" ".join(raw.get("notes", "").split()),
         extra={k: v for k, v in raw.items() if k not in known},
+        no_edges={k: " ".join(v.split()) for k, v in no_edges.items()},
     )
 
 

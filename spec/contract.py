@@ -24,6 +24,7 @@ CONTRACT_DIR = Path(__file__).parent / "contract"
 ARRAY_MODES = ("candidate", "torch")  # inputs in the candidate's declared array kind, or always torch
 ARGUMENT_TYPES = ("array", "bool", "integer", "scalar", "string", "callable", "object", "mapping")
 CONVENTION_TYPES = ("choice", "number", "integer", "subset", "choice-by-kind")
+ENFORCERS = ("protocol", "suite", "bounds")  # who keeps a promise that names no clause (see Promise.by)
 DECLARATION_TYPES = ("choice", "table", "string", "list")
 
 
@@ -37,15 +38,121 @@ class ContractError(ValueError):
 
 
 @dataclass(frozen=True)
+class Edge:
+    """A value at the edge of what an argument allows: every clause whose calls vary the argument passes it in its
+    fixed cases (the ones that run on every seed), and the strategies draw it often (rlspec.checks.edges)."""
+
+    value: Any  # a number (NaN allowed), or None: an optional argument left out
+    why: str
+
+
+EDGE_STEP = 2.0**-20  # "just inside" an exclusive bound b: b +- 2^-20 max(1, |b|), representable in float32 and float64
+
+
+@dataclass(frozen=True)
 class Argument:
     name: str
     type: str = "array"  # one of ARGUMENT_TYPES; "array" and "bool" are arrays
     shape: str = ""  # e.g. "(T,) or (T, N)", "like rewards"
     optional: bool = False  # passed as ``name=None`` unless the clause gives it
     meaning: str = ""
+    minimum: float | None = None  # the range a scalar (or each element of an array) is allowed
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    special: tuple[Edge, ...] = ()  # further edges the meaning names (past exp's overflow, past a library's clamp)
 
     def __str__(self) -> str:
         return f"{self.name}=None" if self.optional else self.name
+
+    @property
+    def numeric(self) -> bool:
+        """A number passed on its own (a scalar, or an integer without a shape); an integer array has a shape."""
+        return self.type == "scalar" or (self.type == "integer" and not self.shape)
+
+    def allows(self, value: float) -> bool:
+        return not ((self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum)
+                    or (self.exclusive_minimum is not None and value <= self.exclusive_minimum)
+                    or (self.exclusive_maximum is not None and value >= self.exclusive_maximum))
+
+    def range_text(self) -> str:
+        """``[0, 1]``, ``(0, inf)``, ``>= 1``: the allowed range in words, or "" if there is none."""
+        low = f"[{_show_number(self.minimum)}" if self.minimum is not None else \
+            f"({_show_number(self.exclusive_minimum)}" if self.exclusive_minimum is not None else "(-inf"
+        high = f"{_show_number(self.maximum)}]" if self.maximum is not None else \
+            f"{_show_number(self.exclusive_maximum)})" if self.exclusive_maximum is not None else "inf)"
+        return "" if low == "(-inf" and high == "inf)" else f"{low}, {high}"
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """The edges of the argument's allowed range, generated from its bounds, then the special ones it names:
+
+        * an inclusive bound itself; an exclusive bound's nearest value inside (the next integer; for a real,
+          ``b +- 2^-20 max(1, |b|)``, which float32 and float64 both represent);
+        * 0 and 1 where the range holds them (a coefficient of 0 where code writes ``x or default``; a parameter of 1
+          where code takes a fast path), for a scalar or integer whether or not it is bounded;
+        * None for an optional argument (left out);
+        * ``special``: values the meaning singles out (past exp's overflow, past the range a library clamps to)."""
+        found: list[Edge] = []
+
+        def add(value, why):
+            if value is not None and self.type != "integer" and not (isinstance(value, float) and math.isnan(value)):
+                value = float(value)
+            if not any(e.value == value or (e.value is None and value is None) for e in found):
+                found.append(Edge(value, why))
+
+        if self.numeric:
+            integer = self.type == "integer"
+            if self.minimum is not None:
+                add(self.minimum, "the minimum")
+            if self.exclusive_minimum is not None:
+                b = self.exclusive_minimum
+                add(b + 1 if integer else b + EDGE_STEP * max(1.0, abs(b)), f"just above the exclusive minimum {_show_number(b)}")
+            if self.maximum is not None:
+                add(self.maximum, "the maximum")
+            if self.exclusive_maximum is not None:
+                b = self.exclusive_maximum
+                add(b - 1 if integer else b - EDGE_STEP * max(1.0, abs(b)), f"just below the exclusive maximum {_show_number(b)}")
+            for value in (0, 1):
+                if self.allows(value):
+                    add(value if integer else float(value), f"{value} (inside the range)")
+        if self.optional:
+            add(None, "left out")
+        for edge in self.special:
+            add(edge.value, edge.why)
+        return tuple(found)
+
+
+@dataclass(frozen=True)
+class PromiseKind:
+    """A kind of promise a meaning makes (``[[promise_kind]]`` of ``00_candidate.toml``). ``words``: regular
+    expressions; wherever one matches an operation's meaning, a promise of this kind must quote the words
+    around it (tests/test_promises.py). The vocabulary is what makes "every word of the contract is checked"
+    testable: a new meaning that says "without gradient" needs a no-graph promise and a clause that keeps it."""
+
+    name: str
+    meaning: str
+    words: tuple[str, ...] = ()
+
+    def matches(self, text: str) -> list[tuple[int, int]]:
+        """The spans of ``text`` that make a promise of this kind."""
+        return [m.span() for word in self.words for m in re.finditer(word, text)]
+
+
+@dataclass(frozen=True)
+class Promise:
+    """One thing a meaning promises, and what keeps it. ``says``: for an operation's promise, the words of its
+    meaning that make it, quoted verbatim; for a candidate-level promise (``[[promise]]`` of
+    ``00_candidate.toml``, true of every operation), the promise in words. ``clauses``: the clauses that fail
+    a candidate that breaks it. ``by``: a promise no clause can fail is kept by ``protocol`` (every call
+    through checks/protocol.py: a candidate that breaks it gets ``error`` on any clause), by the ``suite``
+    (a promise the suite makes to the candidate: the callables it passes, the noise it draws), or by the
+    ``bounds`` of every clause (the precision an output's dtype claims)."""
+
+    says: str
+    kinds: tuple[str, ...]
+    clauses: tuple[str, ...] = ()
+    by: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +164,7 @@ class Operation:
     outputs: tuple[Argument, ...]
     arrays: str = "candidate"  # "candidate": the candidate's RLSPEC_ARRAY kind; "torch": always torch tensors
     differentiated: tuple[str, ...] = ()  # inputs passed as leaf tensors that require grad
+    promises: tuple[Promise, ...] = ()  # what the meaning promises and the clauses that keep each promise
 
     @property
     def signature(self) -> str:
@@ -236,6 +344,12 @@ class Contract:
     declarations: dict[str, Declaration]
     known_answers: dict[str, KnownAnswer] = field(default_factory=dict)
     files: tuple[str, ...] = field(default=(), compare=False)
+    promise_kinds: dict[str, PromiseKind] = field(default_factory=dict)
+    promises: tuple[Promise, ...] = ()  # candidate-level: true of every operation
+
+
+def _show_number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _show(value) -> str:
@@ -272,15 +386,57 @@ def _keys(raw: dict, allowed: set[str], required: tuple[str, ...], where: str) -
 def _argument(raw, where: str) -> Argument:
     if not isinstance(raw, dict):
         raise ContractError(f"{where}: an argument is a table, got {raw!r}")
-    _keys(raw, {"name", "type", "shape", "optional", "meaning"}, ("name",), where)
-    argument = Argument(**raw)
+    _keys(raw, {"name", "type", "shape", "optional", "meaning", "minimum", "maximum", "exclusive_minimum", "exclusive_maximum",
+                "edges"}, ("name",), where)
+    special = []
+    for edge in raw.get("edges", ()):
+        if not isinstance(edge, dict) or set(edge) != {"value", "why"} or not _is_number(edge["value"]) or not str(edge["why"]).strip():
+            raise ContractError(f"{where}: argument {raw['name']}: an edge is {{ value = <number>, why = \"...\" }}, got {edge!r}")
+        special.append(Edge(edge["value"], " ".join(str(edge["why"]).split())))
+    argument = Argument(**{k: v for k, v in raw.items() if k != "edges"}, special=tuple(special))
     if argument.type not in ARGUMENT_TYPES:
         raise ContractError(f"{where}: argument {argument.name} has type {argument.type!r}; expected one of {ARGUMENT_TYPES}")
+    bounded = any(b is not None for b in (argument.minimum, argument.maximum, argument.exclusive_minimum, argument.exclusive_maximum))
+    if bounded and argument.type not in ("scalar", "integer", "array"):
+        raise ContractError(f"{where}: argument {argument.name} of type {argument.type} cannot have a range")
+    for edge in argument.special:
+        if not (isinstance(edge.value, float) and math.isnan(edge.value)) and not argument.allows(edge.value):
+            raise ContractError(f"{where}: argument {argument.name}: the edge {edge.value!r} is outside its range {argument.range_text()}")
     return argument
 
 
-def _operation(raw: dict, chapter: str, where: str) -> Operation:
-    _keys(raw, {"name", "meaning", "inputs", "outputs", "arrays", "differentiated"}, ("name", "meaning", "inputs", "outputs"), where)
+def _promise_kind(raw: dict, where: str) -> PromiseKind:
+    _keys(raw, {"name", "meaning", "words"}, ("name", "meaning"), where)
+    words = tuple(raw.get("words", ()))
+    for word in words:
+        try:
+            re.compile(word)
+        except re.error as exc:
+            raise ContractError(f"{where}: promise kind {raw['name']}: {word!r} is not a regular expression ({exc})") from None
+    return PromiseKind(raw["name"], " ".join(raw["meaning"].split()), words)
+
+
+def _promise(raw, kinds: dict[str, PromiseKind], where: str, meaning: str | None) -> Promise:
+    """A promise; ``meaning``: the operation's (normalised) meaning it quotes, None for a candidate-level one."""
+    if not isinstance(raw, dict):
+        raise ContractError(f"{where}: a promise is a table, got {raw!r}")
+    _keys(raw, {"says", "kinds", "clauses", "by"}, ("says", "kinds"), where)
+    promise = Promise(" ".join(str(raw["says"]).split()), tuple(raw["kinds"]), tuple(raw.get("clauses", ())), raw.get("by", ""))
+    unknown = [k for k in promise.kinds if k not in kinds]
+    if not promise.kinds or unknown:
+        raise ContractError(f"{where}: promise {promise.says!r}: kinds {list(promise.kinds)} must be promise kinds "
+                            f"({', '.join(kinds)}){nearest(unknown[0], kinds) if unknown else ''}")
+    if not (promise.clauses or promise.by) or promise.by not in ("",) + ENFORCERS or (promise.by and meaning is not None and promise.clauses):
+        raise ContractError(f"{where}: promise {promise.says!r} names the clauses that keep it, or by = one of {ENFORCERS} "
+                            f"(a candidate-level promise may name both)")
+    if meaning is not None and promise.says not in meaning:
+        raise ContractError(f"{where}: promise {promise.says!r} does not quote the meaning (its words, verbatim)")
+    return promise
+
+
+def _operation(raw: dict, chapter: str, where: str, kinds: dict[str, PromiseKind]) -> Operation:
+    _keys(raw, {"name", "meaning", "inputs", "outputs", "arrays", "differentiated", "promises"},
+          ("name", "meaning", "inputs", "outputs"), where)
     where = f"{where}: operation {raw['name']}"
     inputs = tuple(_argument(a, where) for a in raw["inputs"])
     outputs = tuple(_argument(a, where) for a in raw["outputs"])
@@ -290,7 +446,9 @@ def _operation(raw: dict, chapter: str, where: str) -> Operation:
         raise ContractError(f"{where}: arrays = {raw['arrays']!r}; expected one of {ARRAY_MODES}")
     if not set(differentiated) <= set(names) or (differentiated and raw.get("arrays") != "torch"):
         raise ContractError(f"{where}: differentiated inputs {differentiated} must be inputs of a torch operation")
-    return Operation(raw["name"], chapter, " ".join(raw["meaning"].split()), inputs, outputs, raw.get("arrays", "candidate"), differentiated)
+    meaning = " ".join(raw["meaning"].split())
+    promises = tuple(_promise(p, kinds, where, meaning) for p in raw.get("promises", ()))
+    return Operation(raw["name"], chapter, meaning, inputs, outputs, raw.get("arrays", "candidate"), differentiated, promises)
 
 
 def _convention(raw: dict, chapter: str, where: str) -> Convention:
@@ -426,19 +584,25 @@ def load() -> Contract:
     operations: dict[str, Operation] = {}
     conventions: dict[str, Convention] = {}
     declarations: dict[str, Declaration] = {}
+    kinds: dict[str, PromiseKind] = {}
+    general: list[Promise] = []
     pending: list[tuple[dict, str]] = []  # known answers, validated once every convention is known
     version = None
     files = sorted(CONTRACT_DIR.glob("*.toml"))
     for path in files:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        unknown = set(data) - {"contract", "operation", "convention", "declaration", "known_answer"}
+        unknown = set(data) - {"contract", "operation", "convention", "declaration", "known_answer", "promise_kind", "promise"}
         if unknown:
             raise ContractError(f"{path.name}: unknown tables {sorted(unknown)}")
         if "contract" in data:
             version = data["contract"]["version"]
         chapter = path.stem.split("_", 1)[-1]
+        for raw in data.get("promise_kind", []):
+            kind = _promise_kind(raw, path.name)
+            kinds[kind.name] = kind
+        general += [_promise(raw, kinds, path.name, None) for raw in data.get("promise", [])]
         for raw in data.get("operation", []):
-            op = _operation(raw, chapter, path.name)
+            op = _operation(raw, chapter, path.name, kinds)
             if op.name in operations:
                 raise ContractError(f"{path.name}: operation {op.name} is also in {operations[op.name].chapter}")
             operations[op.name] = op
@@ -456,7 +620,7 @@ def load() -> Contract:
         pending += [(raw, path.name) for raw in data.get("known_answer", [])]
     if version is None:
         raise ContractError("spec/contract: no [contract] version")
-    contract = Contract(version, operations, conventions, declarations, {}, tuple(p.name for p in files))
+    contract = Contract(version, operations, conventions, declarations, {}, tuple(p.name for p in files), kinds, tuple(general))
     for raw, where in pending:
         answer = _known_answer(raw, operations, conventions, where)
         if answer.id in contract.known_answers:
@@ -467,6 +631,16 @@ def load() -> Contract:
 
 def operations() -> dict[str, Operation]:
     return load().operations
+
+
+def promise_kinds() -> dict[str, PromiseKind]:
+    return load().promise_kinds
+
+
+def promises(operation: str | None = None) -> tuple[Promise, ...]:
+    """The candidate-level promises (true of every operation), then ``operation``'s own (all operations' if None)."""
+    ops = load().operations.values() if operation is None else [load().operations[operation]]
+    return load().promises + tuple(p for op in ops for p in op.promises)
 
 
 def conventions() -> dict[str, Convention]:

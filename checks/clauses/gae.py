@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches
 from ..registry import check
 from ..strategies import Rollout, discounts, episodes, rollouts, rounded
-from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance
+from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance, sum_identity_tolerance
 from ...reference import gae as ref
 from ...spec import contract
 
@@ -42,6 +43,13 @@ def tolerance(rollout: Rollout, u: float) -> np.ndarray:
 
 def td_errors(r: Rollout) -> np.ndarray:
     return ref.td_errors(r.rewards, r.values, r.next_values, r.terminated, r.gamma)
+
+
+def edge_rollouts(base: Rollout, *names: str) -> list[Rollout]:
+    """``base`` with gamma, then lambda (or only ``names``), moved to each edge the contract gives them (0 and 1): the fixed
+    cases every GAE clause takes on every seed (rlspec.checks.edges)."""
+    return [base.with_(**{k: args[k] for k in ("gamma", "lam")}) for args, _ in
+            edges.cases("gae", {"gamma": base.gamma, "lam": base.lam}, *(names or ("gamma", "lam")))]
 
 
 def draw(ctx, **options):
@@ -120,6 +128,8 @@ def lambda_zero(ctx):
 
     verify(SEED_TERMINAL)
     verify(SEED_TRUNCATED)
+    for rollout in edge_rollouts(SEED_TRUNCATED, "gamma"):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
 
 
@@ -146,6 +156,8 @@ def lambda_one(ctx):
 
     verify(SEED_TERMINAL)
     verify(SEED_TRUNCATED)
+    for rollout in edge_rollouts(SEED_TRUNCATED, "gamma"):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3), gamma=discounts(min_value=0.5)), verify, label="drawn")
 
 
@@ -162,6 +174,8 @@ def lambda_mixture(ctx):
 
     verify(SEED_TRUNCATED.with_(lam=0.9))
     verify(SEED_TERMINAL.with_(gamma=0.9, lam=0.7))
+    for rollout in edge_rollouts(SEED_TRUNCATED.with_(gamma=0.9, lam=0.7)):
+        verify(rollout)
     ctx.property(draw(ctx, T=st.integers(1, 12), n_envs=st.none() | st.integers(1, 2)), verify, label="drawn")
 
 
@@ -185,6 +199,8 @@ def backward_recursion(ctx):
 
     verify(SEED_TERMINAL)
     verify(SEED_TRUNCATED.with_(gamma=0.9, lam=0.8))
+    for rollout in edge_rollouts(SEED_TRUNCATED.with_(gamma=0.9, lam=0.8)):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
 
 
@@ -216,6 +232,8 @@ def terminal_no_bootstrap(ctx):
 
     both = SEED_TERMINAL.with_(truncated=SEED_TERMINAL.terminated.copy(), next_values=np.array([0.5, 7.0, 0.5, 2.0]))
     verify(both)
+    for rollout in edge_rollouts(both):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3), min_episode_ends=1, end_weight=3), verify, label="drawn")
 
 
@@ -234,6 +252,9 @@ def truncation_bootstrap(ctx):
         expected = np.where(only_truncated, r.rewards + r.gamma * r.next_values - r.values, advantages)
         assert_close(advantages, expected, tolerance(r, call.unit_roundoff),
                      what="A_t on truncated steps vs r_t + gamma next_values_t - V(s_t)", call=call.code)
+
+    for rollout in edge_rollouts(SEED_TRUNCATED):
+        verify(rollout)
 
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3), min_episode_ends=1, end_weight=3), verify, label="drawn")
 
@@ -269,6 +290,8 @@ def no_leak(ctx):
                               [False, True, False, False], 0.9, 0.9)
     verify(two_episodes, 0)
     verify(two_episodes.with_(terminated=two_episodes.truncated, truncated=two_episodes.terminated), 0)
+    for rollout in edge_rollouts(two_episodes):
+        verify(rollout, 0)
     ctx.property(
         st.tuples(draw(ctx, T=st.integers(2, 24), n_envs=st.none() | st.integers(1, 2), min_episode_ends=1,
                        gamma=discounts(min_value=0.5), lam=discounts(min_value=0.5)), st.integers(0, 1)),
@@ -291,6 +314,8 @@ def rollout_end_bootstrap(ctx):
     # bug B2: T = 1, r = 0, V(s_0) = 0, V(s_1) = 10, gamma = 1: A_0 = 10.
     verify(Rollout.of(**contract.known_answer("gae.rollout-end-bootstrap").inputs))
     verify(Rollout.of([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [5.0, 6.0, 7.0], [False] * 3, [False] * 3, 0.9, 0.95))
+    for rollout in edge_rollouts(SEED_TRUNCATED.with_(gamma=0.9, lam=0.95)):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
 
 
@@ -315,6 +340,8 @@ def columns_independent(ctx):
     p3 = Rollout.of(*(stacked(getattr(SEED_TERMINAL, k), getattr(SEED_TRUNCATED, k))
                       for k in ("rewards", "values", "next_values", "terminated", "truncated")), 0.5, 0.5)
     verify(p3)
+    for rollout in edge_rollouts(p3):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.integers(2, 4), min_episode_ends=1), verify, label="drawn")
 
 
@@ -325,10 +352,12 @@ def returns_are_advantages_plus_values(ctx):
     def verify(rollout):
         advantages, returns, call = run_gae(ctx, rollout)
         u = call.unit_roundoff
-        tol = returns_tolerance(np.zeros(rollout.shape), advantages, rollout.values, u)
+        tol = sum_identity_tolerance(advantages, rollout.values, u)
         assert_close(returns, advantages + rollout.values, tol, what="returns vs advantages + values", call=call.code)
 
     verify(SEED_TERMINAL)
+    for rollout in edge_rollouts(SEED_TRUNCATED):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3)), verify, label="drawn")
 
 
@@ -352,6 +381,8 @@ def linearity(ctx):
         assert_close(gz, a * gx + b * gy, tol, what=f"gae({a} x + {b} y) vs {a} gae(x) + {b} gae(y)", call=cz.code)
 
     verify(SEED_TERMINAL, SEED_TRUNCATED.with_(terminated=SEED_TERMINAL.terminated, truncated=SEED_TERMINAL.truncated), 2.0, 0.5)
+    for x in edge_rollouts(SEED_TERMINAL):
+        verify(x, SEED_TRUNCATED.with_(terminated=x.terminated, truncated=x.truncated, gamma=x.gamma, lam=x.lam), 2.0, 0.5)
 
     @st.composite
     def pairs(draw_):
@@ -435,6 +466,8 @@ def inputs_not_mutated(ctx):
 
     verify(SEED_TERMINAL)
     verify(SEED_TRUNCATED)
+    for rollout in edge_rollouts(SEED_TRUNCATED):
+        verify(rollout)
     ctx.property(draw(ctx, n_envs=st.none() | st.integers(1, 3), min_episode_ends=1), verify, label="drawn")
 
 

@@ -14,6 +14,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
 from ..strategies import gaussian as draws
@@ -137,6 +138,16 @@ DIAG_KNOWN = [
 ]
 
 
+def log_std_edges(D: int = 2, center: float = 0.0, op: str = "diag_gaussian_log_prob"):
+    """(mean, log_std, x): one row per log_std edge of the contract (5 and -25, past the log-std clamps libraries apply),
+    x a quarter unit or half a standard deviation from the mean, whichever is closer, so |x - mean| stays small."""
+    values = edges.values(op, "log_std")
+    mean = center + np.tile(np.linspace(-0.5, 0.5, D), (len(values), 1))
+    log_std = np.array([[v] * D for v in values], dtype=np.float64)
+    signs = np.where(np.arange(D) % 2 == 0, 1.0, -1.0)
+    return mean, log_std, mean + signs * np.minimum(0.5 * np.exp(log_std), 0.25)
+
+
 def run_diag(ctx, mean, log_std, action, dtype=None):
     dtype = dtype or ctx.dtype
     mean, log_std, action = rounded(dtype, mean, log_std, action)
@@ -176,6 +187,7 @@ def diag_closed_form(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
+    verify(*log_std_edges(3))
     ctx.property(draws.gaussian_batches(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
@@ -200,6 +212,7 @@ def diag_sum_over_dims(ctx):
 
     for case in DIAG_KNOWN:
         verify(*case)
+    verify(*log_std_edges(3))
     ctx.property(draws.gaussian_batches(D=st.integers(2, 4)), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
 
@@ -217,6 +230,8 @@ def log_prob_unclipped(ctx):
 
     verify(**UNCLIPPED.arrays())  # bug F4: -2.0439385 vs clipped -1.4189385
     verify(np.array([[0.0, 0.5], [2.0, -1.0]]), np.array([[0.0, -1.0], [0.5, 0.0]]), np.array([[-3.0, 1.25], [10.0, -2.0]]))
+    mean, log_std, _ = log_std_edges(2)
+    verify(mean, log_std, np.array([[1.5, -2.0], [-1.25, 3.0]]))  # outside [-1, 1], at the log-std edges
 
     ctx.property(draws.outside_actions(), lambda c: verify(*c), label="drawn", tier="known-answers-first")
 
@@ -254,6 +269,7 @@ def entropy(ctx):
 
     verify(**STANDARD_ENTROPY.arrays())  # 2 x 1.4189385 = 2.8378771
     verify(np.array([[-1.0, 0.5, 2.0], [0.25, -3.0, 0.0]]))
+    verify(log_std_edges(3, op="diag_gaussian_entropy")[1])
     ctx.property(draws.log_stds(),
                  verify, label="drawn", tier="known-answers-first")
 
@@ -342,6 +358,7 @@ def tanh_change_of_variables(ctx):
     density_judged_exactly(ctx)
     for case in TANH_KNOWN:
         verify_tanh(ctx, *case, with_torch=True)
+    verify_tanh(ctx, *log_std_edges(2, op="tanh_gaussian_log_prob"), with_torch=True)
     ctx.property(draws.gaussian_batches(x_range=(-3.0, 3.0), log_std_range=(-2.0, 1.0)),
                  lambda c: verify_tanh(ctx, *c, with_torch=True), label="drawn", tier="known-answers-first")
 
@@ -395,6 +412,8 @@ def tanh_integrates_to_one(ctx):
 
     for mean, log_std in QUADRATURE_KNOWN:
         verify([mean], [log_std])
+    for log_std in edges.values("tanh_gaussian_log_prob", "log_std"):  # mean 0: a grid of spacing exp(-25) / 2 around 0.5
+        verify([0.0], [log_std])                                         # would round to one point in float32
     verify([0.5, -1.0], [-0.25, 0.3])
     ctx.property(draws.one_dimensional(), lambda p: verify([p[0]], [p[1]]), label="drawn",
                  tier="known-answers-first")
@@ -413,6 +432,7 @@ def tanh_stable_at_saturation(ctx):
     density_judged_exactly(ctx)
     verify_tanh(ctx, *SATURATED_64, dtype=np.float64, what="tanh_gaussian_log_prob (float64, |u| up to 20)")
     verify_tanh(ctx, *SATURATED_32, dtype=np.float32, what="tanh_gaussian_log_prob (float32, past saturation)")
+    verify_tanh(ctx, *log_std_edges(2, center=20.0, op="tanh_gaussian_log_prob"), what="tanh_gaussian_log_prob (u near 20, log-std edges)")
 
     ctx.property(draws.saturated_batches(), lambda c: verify_tanh(ctx, *c[:3], dtype=c[3], what=f"tanh_gaussian_log_prob ({np.dtype(c[3]).name})"),
                  label="drawn", tier="known-answers-first")
@@ -458,5 +478,6 @@ def tanh_scaled_bounds(ctx):
 
     for case in SCALED_KNOWN:
         verify(*case)
+    verify(*log_std_edges(2, op="scaled_tanh_gaussian_log_prob"), np.array([0.0, -10.0]), np.array([1.0, 30.0]))
 
     ctx.property(draws.bounded_batches(), lambda c: verify(*c), label="drawn", tier="known-answers-first")

@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import edges
 from ..assertions import ClauseFailure, mismatch_table
 from ..registry import check
 from ..strategies import Rollout, rounded
@@ -274,6 +275,8 @@ def exact_critic(ctx):
 
     verify(UNIFORM, 0.5)  # catches every catalogued mutant on its own; drawn lambdas (0 and 1 likely) follow
     verify(GREEDY, 0.95)
+    for lam in edges.values("gae", "lam"):  # 0 and 1, on every seed
+        verify(GREEDY, lam)
     ctx.property(st.tuples(policies(), trace_factors()), lambda p: verify(*p), label="drawn", tier="enumeration")
 
 
@@ -297,7 +300,7 @@ def any_critic(ctx):
 
     c = WORLD.critic_scale
     scaled = with_terminal_values(exact_float(exact_values(UNIFORM)) * c)
-    for lam in (0.5, 0.9):
+    for lam in (0.5, 0.9) + tuple(edges.values("gae", "lam")):  # and the edges 0 and 1, on every seed
         verify(UNIFORM, scaled, lam, f"with_terminal_values({c} * exact_float(exact_values(UNIFORM)))")
 
     def drawn(example):

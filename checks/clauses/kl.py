@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .. import protocol
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches
 from ..kl_estimators import exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
 from ..registry import check
@@ -320,6 +321,8 @@ def adaptive_penalty(ctx):
     for kl, beta in ((0.0, 0.5), (0.5 * target, 1.0), (0.8 * target, 0.25), (target, 0.5), (1.25 * target, 3.0),
                      (1.6 * target, 0.5), (10.0 * target, 1e-3), (1e3, 8.0)):
         verify(beta, kl, target)
+    for args, label in edges.cases("kl_coefficient_update", {"beta": 0.5, "kl": 0.02, "target": 0.01171875}):
+        verify(args["beta"], args["kl"], args["target"], note=f" ({label})")
     if boundary_is_exact(target, threshold):
         verify(0.5, threshold * target, target, note=" (exactly at threshold x target: strict, unchanged)")
         verify(0.5, target / threshold, target, note=" (exactly at target / threshold: strict, unchanged)")

@@ -57,7 +57,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import protocol
+from .. import edges, protocol
 from ..assertions import ClauseFailure, assert_close, matches
 from ..kl_estimators import ELEMENTARY, exact as kl_exact, per_sample_tolerance
 from ..registry import check
@@ -546,9 +546,16 @@ def moments_merge(ctx):
     left = (a["mean_a"], a["var_a"], a["count_a"])
     right = (a["mean_b"], a["var_b"], a["count_b"])
     (mean, var, count), _, c = check_merge(ctx, left, right, what="the known answer")
-    assert_close([mean[0], var[0], count], [MERGE.value("mean")[0], MERGE.value("var")[0], MERGE.value("count")], 0.0,
-                 what="the known answer (dyadic: exact in every precision)", call=c.code)
+    # every input and intermediate of Chan's formula here is dyadic, so the arithmetic is exact in either precision; one ulp
+    # (2 u |x|) admits a form that rounds its output once (a reciprocal count, a fused product), as every bound does
+    expected = np.array([MERGE.value("mean")[0], MERGE.value("var")[0], MERGE.value("count")])
+    assert_close([mean[0], var[0], count], expected, 2 * c.unit_roundoff * np.abs(expected),
+                 what="the known answer (dyadic: exact to the output's rounding in every precision)", call=c.code)
     check_merge(ctx, right, left, what="the known answer, the other way round")
+    base = {"mean_a": left[0], "var_a": left[1], "count_a": left[2], "mean_b": right[0], "var_b": right[1], "count_b": right[2]}
+    for args, label in edges.cases("merge_moments", base, "count_a", "count_b"):  # a prior's tiny count, a single sample
+        check_merge(ctx, (args["mean_a"], args["var_a"], args["count_a"]), (args["mean_b"], args["var_b"], args["count_b"]),
+                    what=f"the known answer at the {label}")
     samples = ([[1.0, -4.0], [2.0, 6.0], [6.0, 0.5]], [[10.0, 1.0]], [[-2.0, 3.0], [0.5, 3.0]])
     rows = [np.array(s) for s in samples]
     stats = [sample_statistics(r) for r in rows]  # each exact: dyadic data
@@ -848,6 +855,8 @@ def observation_environments(ctx):
                                    cause="the statistics are not one set per feature over the environments declared")
     check_observations(ctx, obs[:, [2, 0, 1]], 3, what="the same environments reordered")
     check_observations(ctx, obs[:, :, ::-1], 3, what="the same features reordered")
+    for steps in edges.values("normalize_observations", "train_steps"):  # 1: one training step, then the frozen statistics
+        check_observations(ctx, obs, steps, what=f"three environments, {steps} training step(s), then evaluation")
 
     def drawn(stream):
         obs, steps = stream
@@ -970,6 +979,8 @@ def reward_return_std(ctx):
     rewards = np.array([[2.0, -1.0], [3.0, 0.5], [1.0, 4.0], [-2.0, 2.0], [5.0, 1.0]])
     check_rewards(ctx, rewards, _no_ends(rewards.shape), _no_ends(rewards.shape), 0.9, what="rewards of non-zero mean, gamma 0.9")
     check_rewards(ctx, rewards * 30.0, _no_ends(rewards.shape), _no_ends(rewards.shape), 0.99, what="large rewards, gamma 0.99")
+    for gamma in edges.values("scale_rewards", "gamma"):  # 0: the accumulator is the reward itself; 1: the undiscounted sum
+        check_rewards(ctx, rewards, _no_ends(rewards.shape), _no_ends(rewards.shape), gamma, what=f"rewards of non-zero mean, gamma {gamma:g}")
 
     def drawn(stream):
         rewards, _, _, gamma = stream
@@ -997,6 +1008,9 @@ def reset_check(ctx, kind: str):
         check_rewards(ctx, a["rewards"], a["terminated"], a["truncated"], a["gamma"], what="the known answer", published=REWARDS)
     check_rewards(ctx, *_reset_case(kind), 0.9, what=f"rewards 1..5 with a {kind} end after step 1, gamma 0.9",
                   cause=f"the return accumulator is not reset after a {kind} step")
+    for gamma in edges.values("scale_rewards", "gamma"):  # 1: the episode's whole sum is carried unless reset; 0: nothing is
+        check_rewards(ctx, *_reset_case(kind), gamma, what=f"rewards 1..5 with a {kind} end after step 1, gamma {gamma:g}",
+                      cause=f"the return accumulator is not reset after a {kind} step")
 
     def drawn(stream):
         rewards, terminated, truncated, gamma = stream
@@ -1211,6 +1225,9 @@ def clip_fraction_strict(ctx):
     new = np.array([-1.0, -0.5, -1.5, -1.0])
     old = np.array([-1.5, -1.0, -1.5, -1.0])  # log ratios 0.5, 0.5, 0, 0
     check_clip_fraction(ctx, new, old, 0.2, what="two clipped samples, two at r = 1")
+    wide = np.array([-1.0, 0.25, -2.5, -1.0, -3.0])  # log ratios 0, 1.25 (r = 3.49), -1.5, 0, -2: only r = 3.49 beyond eps = 1
+    for clip_eps in edges.values("diagnostic_clip_fraction", "clip_eps"):  # 0: every r != 1 is clipped; 1: only r > 2
+        check_clip_fraction(ctx, wide, np.full(5, -1.0), clip_eps, what=f"log ratios 0, 1.25, -1.5, 0, -2 at eps {clip_eps:g}")
     if mode != "per-call":
         check_clip_fraction(ctx, new[::-1], old[::-1], 0.2, AVERAGING_CASE, what="minibatches of 3 and 1", mode=mode)
 

@@ -29,11 +29,13 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..protocol import CandidateError, NotProvided
 from ..registry import check
 from ..strategies import rounded
-from ..tolerances import TINY, smallest_normal
+from ..tolerances import TINY, rounding_error, smallest_normal
+from ...spec import contract
 
 LOG_2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
@@ -322,6 +324,14 @@ HAND_SAC = Case(
 )
 
 
+def edge_cases(op: str, case: Case, *names: str) -> list[Case]:
+    """``case`` with each scalar argument of ``op`` (gamma; TD3's noise_clip; SAC's alpha; or only ``names``) moved to each
+    edge the contract gives it: 0 and 1 (rlspec.checks.edges)."""
+    base = {name: getattr(case, name) for name in ("gamma", "alpha", "noise_clip")
+            if any(a.name == name for a in contract.operations()[op].inputs)}
+    return [replace(case, **{k: args[k] for k in base}) for args, _ in edges.cases(op, base, *names)]
+
+
 def random_nets(rng, O: int, D: int) -> dict:
     """Parameters in ranges that keep every pre-tanh sample |u| <= 3 (|mean| <= 1.5, sigma |noise| <= 1.5)."""
     def critic():
@@ -348,7 +358,7 @@ def cases(draw, kind: str):
     D = draw(st.integers(1, 2), label="D")
     terminated = np.array(draw(st.lists(st.booleans(), min_size=B, max_size=B), label="terminated"))
     truncated = np.array(draw(st.lists(st.booleans(), min_size=B, max_size=B), label="truncated"))
-    gamma = draw(st.sampled_from([0.99, 0.9, 0.5, 0.0]) | st.floats(0.0, 1.0), label="gamma")
+    gamma = draw(edges.edged(st.sampled_from([0.99, 0.9, 0.5]) | st.floats(0.0, 1.0), "td_target", "gamma"), label="gamma")
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
     case = Case(
         obs=rng.uniform(-1, 1, (B, O)), actions=rng.uniform(-1, 1, (B, D)), rewards=rng.uniform(-5, 5, B),
@@ -479,6 +489,9 @@ def td_target_terminal_mask(ctx):
     no = np.zeros(4, bool)
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([True, False, False, True]), truncated=no, what="(terminated rows)")
     verify_td_target(ctx, **TD_KNOWN, terminated=no, truncated=no, what="(no episode end)")
+    for gamma in edges.values("td_target", "gamma"):
+        verify_td_target(ctx, **{**TD_KNOWN, "gamma": gamma}, terminated=np.array([True, False, False, True]), truncated=no,
+                         what=f"(terminated rows, edge gamma = {gamma:g})")
     ctx.property(td_flags(False), lambda b: verify_td_target(ctx, *b, what="(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -487,6 +500,9 @@ def td_target_truncation(ctx):
     """Truncated rows bootstrap from Q' at the final observation; terminated wins when both flags are set."""
     verify_td_target(ctx, **TD_KNOWN, terminated=np.array([False, False, False, True]), truncated=np.array([True, False, True, True]),
                      what="(truncated rows)")
+    for gamma in edges.values("td_target", "gamma"):
+        verify_td_target(ctx, **{**TD_KNOWN, "gamma": gamma}, terminated=np.array([False, False, False, True]),
+                         truncated=np.array([True, False, True, True]), what=f"(truncated rows, edge gamma = {gamma:g})")
     ctx.property(td_flags(True), lambda b: verify_td_target(ctx, *b, what="(drawn, truncated rows)"), label="drawn",
                  tier="known-answers-first")
 
@@ -527,6 +543,8 @@ def verify_ddpg(ctx, case: Case, what: str):
 def ddpg_target(ctx):
     """y = r + gamma (1 - terminated) Q'(s', mu'(s')) with the target networks."""
     verify_ddpg(ctx, KNOWN, "(known batch)")
+    for case in edge_cases("ddpg_critic_target", KNOWN):
+        verify_ddpg(ctx, case, f"(known batch, gamma {case.gamma:g})")
     ctx.property(cases("ddpg"), lambda c: verify_ddpg(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -602,6 +620,8 @@ def td3_clipped_double_q(ctx):
     """The target bootstraps from min(Q1', Q2') at the smoothed target action, with the terminal mask."""
     verify_td3(ctx, td3_case(), "(known batch)", "double-q")
     verify_td3(ctx, td3_case(noise_clip=0.0), "(known batch, no smoothing noise)", "double-q")
+    for case in edge_cases("td3_critic_target", td3_case()):
+        verify_td3(ctx, case, f"(known batch, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "double-q")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "double-q"), label="drawn", tier="known-answers-first")
 
 
@@ -612,6 +632,8 @@ def td3_noise_clipped(ctx):
     verify_td3(ctx, td3_case(**wide), "(known batch, wide bounds)", "noise")
     verify_td3(ctx, td3_case(**wide, noise_clip=0.0), "(known batch, noise_clip = 0)", "noise",
                cause="noise_clip = 0 must remove the smoothing noise entirely (clip(noise, 0, 0) = 0)")
+    for case in edge_cases("td3_critic_target", td3_case(**wide)):
+        verify_td3(ctx, case, f"(known batch, wide bounds, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "noise")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "noise"), label="drawn", tier="known-answers-first")
 
 
@@ -621,6 +643,8 @@ def td3_action_bounds(ctx):
     verify_td3(ctx, td3_case(), "(known batch, bounds [-1, 1] x [-0.5, 0.5])", "bounds")
     verify_td3(ctx, td3_case(noise_clip=1.0, low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25])), "(known batch, narrow bounds)",
                "bounds")
+    for case in edge_cases("td3_critic_target", td3_case(low=np.array([-0.6, -0.2]), high=np.array([0.8, 0.25]))):
+        verify_td3(ctx, case, f"(known batch, narrow bounds, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})", "bounds")
     ctx.property(cases("td3"), lambda c: verify_td3(ctx, c, "(drawn)", "bounds"), label="drawn", tier="known-answers-first")
 
 
@@ -689,6 +713,8 @@ def sac_soft_target(ctx):
     """y = r + gamma (1 - terminated) (min Q' - alpha log pi) at a' ~ pi(.|s'); 2.05 on the hand-worked case."""
     verify_sac_target(ctx, HAND_SAC, "(worked by hand: 2.05)", "soft")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "soft")
+    for case in edge_cases("sac_critic_target", replace(KNOWN, noise=SAC_KNOWN_NOISE)):
+        verify_sac_target(ctx, case, f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})", "soft")
     ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "soft"), label="drawn", tier="known-answers-first")
 
 
@@ -697,7 +723,87 @@ def sac_target_next_action(ctx):
     """a' is a fresh sample of the current policy at s' (not the stored action, not at s, not the mean)."""
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=0.0), "(known batch, alpha = 0)", "action")
     verify_sac_target(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)", "action")
+    for case in edge_cases("sac_critic_target", replace(KNOWN, noise=SAC_KNOWN_NOISE)):
+        verify_sac_target(ctx, case, f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})", "action")
     ctx.property(cases("sac"), lambda c: verify_sac_target(ctx, c, "(drawn)", "action"), label="drawn", tier="known-answers-first")
+
+
+# ---------------------------------------------------------------------------------------------
+# the targets carry no graph
+
+
+def graph_reaches(raw, modules: dict) -> list[str]:
+    """The parameters of the suite's networks that a backward pass through ``raw`` (the candidate's targets) reaches."""
+    if not isinstance(raw, torch.Tensor) or not raw.requires_grad:
+        return []
+    named = [(f"{role}.{name}", getattr(module, name)) for role, module in modules.items() for name in module.NAMES]
+    grads = torch.autograd.grad(raw.sum(), [p for _, p in named], allow_unused=True)
+    return [name for (name, _), g in zip(named, grads) if g is not None]
+
+
+NO_GRAPH_CAUSES = {
+    "ddpg_critic_target": "the target is computed with autograd on: the critic's loss (Q(s, a) - y)^2 sends gradient through y into "
+                          "the target networks (compute it under torch.no_grad(), or detach it)",
+    "td3_critic_target": "the smoothed target is computed with autograd on: the critics' loss sends gradient through y into the target "
+                         "networks (compute it under torch.no_grad(), or detach it)",
+    "sac_critic_target": "the soft target is computed with autograd on: the sampled next action and its log-density keep their graph, "
+                         "so the critics' loss sends gradient through y into the policy, whose optimizer then steps on the critic's "
+                         "error (compute it under torch.no_grad(), or detach it)",
+}
+
+
+def verify_no_graph(ctx, op: str, case: Case, extra: dict, what: str):
+    net = call_network_op(ctx, op, case, extra, shape=(case.B,))
+    check_unchanged(net)
+    reached = graph_reaches(net.call.raw, net.modules)
+    if reached:
+        raise ClauseFailure(f"{op} {what}: the targets carry an autograd graph; backward through a loss on them reaches "
+                            f"{', '.join(reached)} (expected: no network)", call=net.call.code, cause=NO_GRAPH_CAUSES[op])
+
+
+def no_graph_cases(kind: str):
+    """The known batch (all four flag combinations) and the drawn ones, with the extra arguments ``kind`` takes."""
+    def extra(case: Case) -> dict:
+        if kind == "td3":
+            return {"noise": case.noise, "noise_clip": case.noise_clip, "low": case.low, "high": case.high}
+        return {"alpha": case.alpha, "noise": case.noise} if kind == "sac" else {}
+
+    known = {"ddpg": KNOWN, "td3": td3_case(), "sac": replace(KNOWN, noise=SAC_KNOWN_NOISE)}[kind]
+    return known, extra
+
+
+@check("DDPG-TARGET-NO-GRAPH")
+def ddpg_target_no_graph(ctx):
+    """The targets are returned without a graph: nothing is reached through them."""
+    known, extra = no_graph_cases("ddpg")
+    verify_no_graph(ctx, "ddpg_critic_target", known, extra(known), "(known batch)")
+    for case in edge_cases("ddpg_critic_target", known):
+        verify_no_graph(ctx, "ddpg_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g})")
+    ctx.property(cases("ddpg"), lambda c: verify_no_graph(ctx, "ddpg_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
+
+
+@check("TD3-TARGET-NO-GRAPH")
+def td3_target_no_graph(ctx):
+    """The smoothed targets are returned without a graph."""
+    known, extra = no_graph_cases("td3")
+    verify_no_graph(ctx, "td3_critic_target", known, extra(known), "(known batch)")
+    for case in edge_cases("td3_critic_target", known):
+        verify_no_graph(ctx, "td3_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g}, noise_clip {case.noise_clip:g})")
+    ctx.property(cases("td3"), lambda c: verify_no_graph(ctx, "td3_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
+
+
+@check("SAC-TARGET-NO-GRAPH")
+def sac_target_no_graph(ctx):
+    """The soft targets are returned without a graph: the critics' loss does not reach the policy."""
+    known, extra = no_graph_cases("sac")
+    verify_no_graph(ctx, "sac_critic_target", known, extra(known), "(known batch)")
+    verify_no_graph(ctx, "sac_critic_target", HAND_SAC, extra(HAND_SAC), "(worked by hand)")
+    for case in edge_cases("sac_critic_target", known):  # alpha = 0: a target with no entropy term still carries no graph
+        verify_no_graph(ctx, "sac_critic_target", case, extra(case), f"(known batch, gamma {case.gamma:g}, alpha {case.alpha:g})")
+    ctx.property(cases("sac"), lambda c: verify_no_graph(ctx, "sac_critic_target", c, extra(c), "(drawn)"), label="drawn",
+                 tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -933,6 +1039,8 @@ def sac_actor_loss(ctx):
     """mean_b (alpha log pi(a~|s) - min Q(s, a~)) and its reparameterised gradient in the policy's parameters."""
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE), "(known batch)")
     verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=1.0), "(known batch, alpha = 1)")
+    for alpha in edges.values("sac_actor_loss", "alpha"):
+        verify_sac_actor(ctx, replace(KNOWN, noise=SAC_KNOWN_NOISE, alpha=alpha), f"(known batch, edge alpha = {alpha:g})")
     ctx.property(cases("sac"), lambda c: verify_sac_actor(ctx, c, "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -1018,8 +1126,10 @@ def temperature_loss(ctx):
     # A batch that enumerates pi = (1/2, 1/4, 1/4): H_hat = H(pi) = 1.5 log 2 below the target 2: the gradient is negative.
     verify(LOG_HALF, [LOG_HALF, LOG_HALF, 2 * LOG_HALF, 2 * LOG_HALF], 1, 2.0, "(enumerated policy: gradient 1.5 log 2 - 2)")
     verify(0.0, [-0.3, -2.0, 0.7], 3, -3.0, "(alpha = 1)")
+    for args, label in edges.cases("sac_alpha_loss", {"action_dim": 3, "target_entropy": -3.0}):  # target_entropy 0: not the default
+        verify(LOG_HALF, [-0.3, -2.0, 0.7], args["action_dim"], args["target_entropy"], f"({label})")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(1, 6),
-                      st.floats(-10.0, 10.0))
+                      edges.edged(st.floats(-10.0, 10.0), "sac_alpha_loss", "target_entropy", none=True))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
@@ -1039,6 +1149,8 @@ def temperature_no_policy_gradient(ctx):
 
     verify(LOG_HALF, [-1.0, 0.5], 2, -1.0, "(known)")
     verify(0.7, [-0.3, -2.0, 0.7], 3, None, "(default target entropy)")
+    for args, label in edges.cases("sac_alpha_loss", {"action_dim": 3, "target_entropy": -3.0}):
+        verify(0.7, [-0.3, -2.0, 0.7], args["action_dim"], args["target_entropy"], f"({label})")
     drawn = st.tuples(st.floats(-5.0, 2.0).filter(lambda x: abs(x) > 1e-3), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8),
                       st.integers(1, 6), st.floats(-10.0, 10.0))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], d[3], "(drawn)"), label="drawn", tier="known-answers-first")
@@ -1068,6 +1180,8 @@ def target_entropy_default(ctx):
 
     verify(LOG_HALF, [-1.0, 0.5], 3, "(known, action_dim = 3)")
     verify(0.3, [-2.0, 1.0, 0.25], 6, "(action_dim = 6)")
+    for action_dim in edges.values("sac_alpha_loss", "action_dim"):  # 1: the default is k itself
+        verify(0.3, [-2.0, 1.0, 0.25], action_dim, f"(edge action_dim = {action_dim})")
     drawn = st.tuples(st.floats(-5.0, 2.0), st.lists(st.floats(-20.0, 5.0), min_size=1, max_size=8), st.integers(2, 8))
     ctx.property(drawn, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", tier="known-answers-first")
 
@@ -1086,6 +1200,8 @@ def verify_polyak(ctx, target, online, tau, what):
     t = float(rounded(tau, ctx.dtype))
     expected = t * online + (1.0 - t) * target
     tol = 8 * call.unit_roundoff * (np.abs(target) + np.abs(online)) + floor(call.unit_roundoff)
+    if t in (0.0, 1.0):  # tau = 1 copies the online parameters and tau = 0 keeps the target, exactly: 1 x + 0 y = x in floating
+        tol = rounding_error(expected, call.unit_roundoff)  # point, and so does lerp; at a declared lower precision, one rounding
     alternatives = [((1.0 - t) * online + t * target, "tau is on the wrong side: (1 - tau) online + tau target, so the target jumps "
                                                        "almost onto the online network (the arguments' roles are swapped)"),
                     (t * target + (1.0 - t) * online, "the arguments are swapped: the online network is moved towards the target"),
@@ -1106,7 +1222,7 @@ def polyak_update(ctx):
     pairs = st.integers(1, 6).flatmap(lambda P: st.tuples(
         st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
         st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
-        st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0)))
+        edges.edged(st.sampled_from([0.005, 0.01, 0.5]) | st.floats(0.0, 1.0), "polyak_update", "tau")))
     ctx.property(pairs, lambda d: verify_polyak(ctx, np.array(d[0]), np.array(d[1]), d[2], "(drawn)"), label="drawn",
                  tier="known-answers-first")
 
@@ -1116,6 +1232,35 @@ def due_on(phase: str, offset: int, n_steps: int, period: int) -> np.ndarray:
     of each period of the counter (``end``: SB3, skrl, the TD3 authors') or at its start (``start``: Tianshou)."""
     counter = offset + np.arange(1, n_steps + 1)
     return counter % period == 0 if phase == "end" else (counter - 1) % period == 0
+
+
+@check("POLYAK-INPUTS-NOT-CHANGED")
+def polyak_inputs_not_changed(ctx):
+    """The update is returned; the target and online arrays the candidate was given are left as they were."""
+    from ..protocol import MutatedInput
+
+    ctx.provided("target_update_kinds", "polyak")
+
+    def verify(target, online, tau, what):
+        args = {"target": rounded(np.asarray(target, float), ctx.dtype), "online": rounded(np.asarray(online, float), ctx.dtype),
+                "tau": float(tau)}
+        try:
+            ctx.call("polyak_update", args, shape=args["target"].shape)  # its value is POLYAK-UPDATE's
+        except MutatedInput as mutated:
+            changed = np.argwhere(mutated.before != mutated.after) if mutated.before.shape == mutated.after.shape else []
+            rows = ""
+            if len(changed):
+                key = tuple(int(i) for i in changed[0])
+                rows = f"`{mutated.name}`{list(key)}: before {float(mutated.before[key])!r}, after {float(mutated.after[key])!r}"
+            raise ClauseFailure(f"polyak_update {what}: {mutated}", table=rows,
+                                call=f"polyak_update(target={list(target)}, online={list(online)}, tau={tau!r})") from None
+
+    verify([1.0, 2.0, -3.0], [0.0, 4.0, 1.0], 0.25, "(known)")
+    verify([1.0, 2.0, -3.0], [0.0, 4.0, 1.0], 1.0, "(tau = 1)")
+    pairs = st.integers(1, 6).flatmap(lambda P: st.tuples(
+        st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P),
+        st.lists(st.floats(-100.0, 100.0, allow_subnormal=False), min_size=P, max_size=P), st.floats(0.0, 1.0)))
+    ctx.property(pairs, lambda d: verify(d[0], d[1], d[2], "(drawn)"), label="drawn", tier="known-answers-first")
 
 
 def phase_due(ctx, n_steps: int, period: int) -> np.ndarray:
@@ -1169,10 +1314,10 @@ def verify_target_updates(ctx, target, online, tau, period, gradient_steps, what
     due = phase_due(ctx, N, period)
     expected = expected_targets(target, online, t, due)
     if exact:
-        # A copy is exact in the candidate's own precision (a declared float32 candidate copies float64 input rounded once).
-        precision = next(d for d in (np.float64, np.float32, np.float16) if call.unit_roundoff <= np.finfo(d).eps / 2 or d is np.float16)
-        expected = rounded(expected, precision)
-        tol = np.zeros_like(expected)
+        # A copy is exact at the precision the candidate is judged by: the float64 value itself, or its one rounding to a
+        # declared lower precision (a float32 copy of float64 input), nothing further off. (Comparing with the float32
+        # rounding at tolerance 0 rejected a float64 copy, more exact than its float32 declaration promised.)
+        tol = rounding_error(expected, call.unit_roundoff)
     else:
         scale = np.maximum(np.max(np.abs(online), axis=0), np.abs(target))
         tol = 16 * call.unit_roundoff * np.arange(1, N + 1)[:, None] * scale[None, :] + floor(call.unit_roundoff)
@@ -1236,13 +1381,15 @@ def polyak_history(ctx):
     verify_target_updates(ctx, target, online, 0.25, 1, (1, 2, 3), "(tau = 1/4, six steps in three calls)")
     constant = np.array([1.5, -2.0, 4.0])
     verify_target_updates(ctx, constant, np.tile(constant, (5, 1)), 0.1, 1, (5,), "(constant network: a fixed point)")
+    for tau in edges.values("target_network_updates", "tau"):  # 0: the target never moves; 1: it copies every step
+        verify_target_updates(ctx, target, online, tau, 1, (1, 2, 3), f"(edge tau = {tau:g}, six steps in three calls)")
 
     @st.composite
     def drawn(draw):
         P = draw(st.integers(1, 4), label="P")
         calls = draw(st.lists(st.integers(1, 3), min_size=1, max_size=4), label="gradient_steps")
         rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
-        tau = draw(st.sampled_from([0.005, 0.5, 1.0]) | st.floats(0.0, 1.0), label="tau")
+        tau = draw(edges.edged(st.sampled_from([0.005, 0.5]) | st.floats(0.0, 1.0), "target_network_updates", "tau"), label="tau")
         return rng.uniform(-10, 10, P), rng.uniform(-10, 10, (sum(calls), P)), tau, calls
 
     ctx.property(drawn(), lambda d: verify_target_updates(ctx, d[0], d[1], d[2], 1, d[3], "(drawn)"), label="drawn",

@@ -21,12 +21,13 @@ ones. Expected numbers come from the formulas, from the exact expectation comput
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from .. import edges
 from ..assertions import assert_close, matches
 from ..gradients import gradients, reduction_scale
 from ..registry import check
@@ -461,6 +462,8 @@ def truncation_bootstrap(ctx):
                      call=call.code, cause=cause)
 
     verify(TRUNCATED_CASE)  # delta [1.5, 0.5]: actor 0.475, critic 1.25 (as terminal: [1.5, -1.5])
+    for gamma in edges.values("actor_critic_losses", "gamma"):  # 0: truncated and terminal agree; 1: undiscounted bootstrap
+        verify(replace(TRUNCATED_CASE, gamma=gamma))
     verify(transitions([-0.5, -1.5, -0.2], [1.0, 0.0, 2.0], [3.0, -2.0, 5.0], [0.5, 1.0, -1.0], [False, True, True],
                        0.9, [True, True, False]))  # truncated, both (terminal), terminated
     ctx.property(draws.transition_batches(), verify, label="drawn")

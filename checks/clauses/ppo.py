@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close
 from ..clipping import (
     ClipRange, clip_gradient_tolerance, clip_loss_tolerance, clip_objective, log_derivative_bounds, ratio_relative_error,
@@ -55,8 +56,9 @@ from .. import standardise
 from ..registry import check
 from ..strategies import ppo as draws
 from ..strategies import normal_floats, rounded
-from ..tolerances import TINY, U64, smallest_normal
+from ..tolerances import TINY, U64, smallest_normal, tiny
 from ...reference.ppo import LinearActorCritic
+from ...reference import ppo as ref
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +139,11 @@ def check_clip_values(ctx, logp_new, logp_old, advantages, clip_eps, *, what="lo
     return loss, grad, call, x
 
 
+def clip_eps_edges() -> list[float]:
+    """The edges of clip_eps the contract gives (just above 0, and 1): every clip clause's fixed cases take them."""
+    return edges.values("ppo_clip_loss", "clip_eps")
+
+
 # The known answers (spec/contract/30_ppo.toml).
 TABLE = contract.known_answer("ppo.clip-gradient-table")  # Schulman et al. 2017 §3, Figure 1; eps = 0.2
 # (A, r, d loss / d logp_new) for each row alone
@@ -172,6 +179,8 @@ def ratio_log_space(ctx):
 
     verify(**LOG_SPACE.inputs)
     verify([-1000.0, -2000.0, -745.0], [-1000.1, -2000.05, -745.2], [1.0, -1.0, 0.5], 0.2)
+    for eps in clip_eps_edges():
+        verify(**{**LOG_SPACE.inputs, "clip_eps": eps})
     ctx.property(draws.clip_batches(dtype=ctx.dtype, log_ratio=normal_floats(-0.5, 0.5), logp_old=normal_floats(-5000.0, -700.0)),
                  lambda b: verify(*b), label="drawn", tier="autograd")
 
@@ -198,6 +207,8 @@ def first_step_vanilla_gradient(ctx):
     verify(x["logp_new"], x["advantages"], x["clip_eps"])
     verify([-1.0], [2.0], 0.2)
     verify([-1000.0, -3.0, -0.1, -7.5], [1.0, 2.0, 3.0, -4.0], 0.1)
+    for eps in clip_eps_edges():
+        verify(x["logp_new"], x["advantages"], eps)
 
     ctx.property(draws.first_step_batches(), lambda d: verify(d[0][:, 0], d[0][:, 1], d[1]), label="drawn",
                  tier="autograd")
@@ -213,6 +224,9 @@ def clip_loss_value(ctx):
                       cause=cause, conv=conv)
     check_clip_values(ctx, [math.log(0.5) - 1.0, math.log(1.5) - 2.0], [-1.0, -2.0], [2.0, 2.0], 0.2, what="A = 2, r = 0.5 and 1.5",
                       cause=cause, conv=conv)
+    for eps in clip_eps_edges():
+        check_clip_values(ctx, x["logp_new"], x["logp_old"], x["advantages"], eps, what=f"the six rows, edge clip_eps = {eps:g}",
+                          cause=cause, conv=conv)
     ctx.property(draws.clip_batches(dtype=ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", cause=cause, conv=conv),
                  label="drawn", tier="autograd")
 
@@ -233,6 +247,9 @@ def clip_gradient_table(ctx):
     check_clip_values(ctx, [x - 0.25 for x in rows["logp_new"]], [x - 0.25 for x in rows["logp_old"]], rows["advantages"], eps,
                       what="the six rows as one batch",
                       conv=conv)
+    for edge in clip_eps_edges():
+        check_clip_values(ctx, rows["logp_new"], rows["logp_old"], rows["advantages"], edge, what=f"the six rows, edge clip_eps = {edge:g}",
+                          conv=conv)
     ctx.property(draws.clip_batches(dtype=ctx.dtype), lambda b: check_clip_values(ctx, *b, what="drawn batch", conv=conv), label="drawn",
                  tier="autograd")
 
@@ -271,6 +288,9 @@ def pessimistic_bound(ctx):
     conv = clip_conventions(ctx)
     for A, r in [(2.0, 0.5), (-2.0, 1.5), (2.0, 1.5), (-2.0, 0.5), (3.0, 1.1), (-0.5, 0.95)]:
         _single_sample_bound(ctx, conv, math.log(r), 0.0, A, 0.2)
+    for eps in clip_eps_edges():
+        for A, r in [(2.0, 0.5), (-2.0, 1.5), (2.0, 1.0 + eps / 2), (-2.0, 2.5)]:
+            _single_sample_bound(ctx, conv, math.log(r), 0.0, A, eps)
 
     ctx.property(draws.single_samples(dtype=ctx.dtype), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", tier="autograd")
 
@@ -299,6 +319,11 @@ def wrong_way_gradient_live(ctx):
     for A, r in rows:
         verify([math.log(r)], [0.0], [A], 0.2)
     verify([math.log(r) - 1.0 for _, r in rows], [-1.0] * len(rows), [A for A, _ in rows], 0.2)
+    for eps in clip_eps_edges():  # eps = 1 leaves no ratio below 1 - eps: only A < 0 moves the wrong way there
+        lo, hi = conv.bounds(eps)
+        edge_rows = [(2.0, lo / 2)] * (lo > 0) + [(-2.0, r) for r in (1.5 * hi, 2.5 * hi) if r < cap]
+        if edge_rows:
+            verify([math.log(r) for _, r in edge_rows], [0.0] * len(edge_rows), [A for A, _ in edge_rows], eps)
 
     ctx.property(draws.wrong_way_batches(dtype=ctx.dtype, clip_range=conv), lambda d: verify(*d), label="drawn", tier="autograd")
 
@@ -310,12 +335,14 @@ def clip_boundary(ctx):
 
     def verify(A, clip_eps, logp_old=0.0):
         lo, hi = conv.bounds(clip_eps)
-        for r in (lo, hi):
+        for r in (lo, hi) if lo > 0 else (hi,):  # clip_eps = 1: the lower boundary is r = 0, log r = -inf
             check_clip_values(ctx, [logp_old + math.log(r)], [logp_old], [A], clip_eps, what=f"at r = {r:.6g} (A = {A})", conv=conv,
                               cause="the clip range is not [1 - eps, 1 + eps]")
 
     for A in (2.0, -2.0):
         verify(A, 0.2)
+        for eps in clip_eps_edges():
+            verify(A, eps)
     check_clip_values(ctx, [math.log(0.8), math.log(1.2), math.log(0.8), math.log(1.2)], [0.0] * 4, [2.0, 2.0, -2.0, -2.0], 0.2,
                       what="all four boundary points as one batch", conv=conv, cause="the clip range is not [1 - eps, 1 + eps]")
     ctx.property(draws.boundary_cases(), lambda d: verify(*d), label="drawn",
@@ -338,6 +365,9 @@ def dual_clip(ctx):
         check_clip_values(ctx, [math.log(r)], [0.0], [A], 0.2, what=f"A = {A}, r = {r:.6g}", conv=conv, cause=cause)
     check_clip_values(ctx, [math.log(r) - 3.0 for _, r in rows], [-3.0] * len(rows), [A for A, _ in rows], 0.2, what="all rows as one batch",
                       conv=conv, cause=cause)
+    for eps in clip_eps_edges():
+        check_clip_values(ctx, [math.log(r) for _, r in rows], [0.0] * len(rows), [A for A, _ in rows], eps,
+                          what=f"all rows, edge clip_eps = {eps:g}", conv=conv, cause=cause)
     batches = draws.clip_batches(dtype=ctx.dtype, log_ratio=normal_floats(0.0, 6.0), advantage=normal_floats(-100.0, 0.0))
     ctx.property(batches, lambda b: check_clip_values(ctx, *b, what="drawn batch, A <= 0", conv=conv, cause=cause), label="drawn",
                  tier="autograd")
@@ -435,6 +465,11 @@ def value_loss_clipped(ctx):
         check_value_loss(ctx, x["values"], x["returns"], x["old_values"], x["clip_eps"], what=what, cause=cause)
     check_value_loss(ctx, [1.0, 0.0, 1.0, 0.5], [2.0, 20.0, 0.5, 0.6], [0.0, 0.0, 0.0, 0.45], 0.2,
                      what="V_old = [0, 0, 0, 0.45], V = [1, 0, 1, 0.5], R = [2, 20, 0.5, 0.6], eps 0.2", cause=cause)
+    base = {"values": [1.0, 0.0, 1.0, 0.5], "returns": [2.0, 20.0, 0.5, 0.6], "old_values": [0.0, 0.0, 0.0, 0.45], "clip_eps": 0.2}
+    for args, label in edges.cases("ppo_value_loss", base, "clip_eps", "old_values"):
+        if (args["old_values"] is None) != (args["clip_eps"] is None):  # the clip takes both optional arguments or neither
+            args = {**args, "old_values": None, "clip_eps": None}
+        check_value_loss(ctx, args["values"], args["returns"], args["old_values"], args["clip_eps"], what=label, cause=cause)
 
     ctx.property(draws.clipped_value_batches(),
                  lambda d: check_value_loss(ctx, d[0][:, 0], d[0][:, 1], d[0][:, 0] + d[0][:, 2], d[1], what="drawn", cause=cause),
@@ -503,7 +538,9 @@ def advantage_normalisation_degenerate(ctx):
                 cause="the unbiased std of one element is 0/0 = NaN (skip normalisation or guard it), or the std "
                 "is divided by without an epsilon",
             )
-        if np.ptp(out) != 0:
+        # Equal inputs give equal outputs, each within one ulp (2 u |x|, or eta below the normals) of the same value: an
+        # exact ptp of 0 would reject an answer one ulp off (tests/test_bounds.py).
+        if np.ptp(out) > 4 * call.unit_roundoff * float(np.max(np.abs(out))) + 2 * tiny(call.unit_roundoff):
             raise ClauseFailure(f"constant advantages came back unequal: {out.tolist()}", call=call.code,
                                 cause="the normalisation is not the same function of every element")
 

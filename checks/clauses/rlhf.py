@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches
 from ..clipping import ClipRange, clip_objective, log_derivative_bounds, ratio_relative_error
 from ..gradients import leaf_gradient
@@ -46,7 +47,7 @@ from ..strategies import tokens as draws
 from ..strategies.tokens import GaeCase, gae_case
 from ..registry import check
 from ...spec import contract
-from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal
+from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal, sum_identity_tolerance, tiny
 from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
@@ -144,6 +145,12 @@ def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: b
     return advantages, returns, call, case
 
 
+def gae_edges(case: GaeCase) -> list[GaeCase]:
+    """``case`` with gamma, then lambda, moved to each edge the contract gives them (0 and 1; rlspec.checks.edges)."""
+    return [GaeCase(case.rewards, case.values, case.mask, args["gamma"], args["lam"])
+            for args, _ in edges.cases("token_gae", {"gamma": case.gamma, "lam": case.lam})]
+
+
 # The known answers (spec/contract/80_rlhf.toml); NaN marks an output at a masked position.
 REFERENCE_ROW = contract.known_answer("rlhf.gae-reference-row")
 GAE_KNOWN_ROWS = contract.known_answer("rlhf.gae-known-rows")
@@ -186,6 +193,8 @@ def gae_row_equals_gae(ctx):
     verify_gae(ctx, gae_case(**GAE_KNOWN_ROWS.inputs), what="the GAE known answer as two rows", cause=cause)
     verify_gae(ctx, gae_case([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], [[0.3, -0.2, 1.0], [0.0, 0.5, 0.0]], [[1, 1, 1], [1, 1, 1]], 1.0, 0.95),
                what="two full rows, gamma 1, lambda 0.95", cause=cause)
+    for case in gae_edges(gae_case(**GAE_KNOWN_ROWS.inputs)):
+        verify_gae(ctx, case, what=f"the GAE known answer as two rows, gamma {case.gamma:g}, lambda {case.lam:g}", cause=cause)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, padding=("right", "none"), garbage=False, min_rows=2),
                  lambda c: verify_gae(ctx, c, what="drawn rows", cause=cause), label="drawn", tier="autograd")
 
@@ -208,6 +217,8 @@ def gae_padding_invariant(ctx):
 
     verify(gae_case(**REFERENCE_ROW.inputs))
     verify(gae_case(**G1.inputs))  # bug G1 (ROLL): [0.95, 1.0]
+    for case in gae_edges(gae_case(**REFERENCE_ROW.inputs)):
+        verify(case)
     ctx.property(draws.padded_rows(dtype=ctx.dtype),
                  lambda d: verify(d[0], (d[1], d[2])), label="drawn", tier="autograd")
 
@@ -220,6 +231,8 @@ def gae_interior_mask_skipped(ctx):
     verify_gae(ctx, gae_case([[0.0, 3.0, -2.0, 1.0], [1.0, 1.0, 2.0, 0.0]], [[0.0, 9.0, 4.0, 0.0], [0.5, 0.5, 0.5, 1e6]],
                              [[1, 0, 0, 1], [1, 1, 1, 0]], 1.0, 0.95),
                what="bug G2: a row [a, obs, obs, b] and a right-padded one, gamma 1, lambda 0.95", cause=cause)
+    for case in gae_edges(HOLE_CASE):
+        verify_gae(ctx, case, what=f"the 3-token row with a hole, gamma {case.gamma:g}, lambda {case.lam:g}", cause=cause)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), lambda c: verify_gae(ctx, c, what="drawn rows with interior spans", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -235,8 +248,11 @@ def gae_masked_garbage_ignored(ctx):
         a1, r1, call1, case = verify_gae(ctx, case, what="garbage at padded positions", cause=cause)
 
     verify(gae_case(**G1_PADDED.inputs))  # bug G1 (ROLL): [5.70, 6.00] when leaked
-    verify(gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
-                    [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5))
+    garbage = gae_case([[1e6, 1.0, 1.0, 2.0, -1e6], [1.0, 1.0, 2.0, 1e30, 5.0]], [[-1e6, 0.5, 0.5, 0.5, 1e30], [0.5, 0.5, 0.5, 1e6, -3e29]],
+                       [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0]], 0.5, 0.5)
+    verify(garbage)
+    for case in gae_edges(garbage):
+        verify(case)
     ctx.property(draws.gae_cases(dtype=ctx.dtype), verify, label="drawn", tier="autograd")
 
 
@@ -255,6 +271,8 @@ def gae_rows_independent(ctx):
                          cause="the rows are flattened into one sequence, or a batch statistic (whitening) enters")
 
     verify(gae_case(**GAE_KNOWN_ROWS.inputs))  # flattened: [1.0078125, 1.03125, ...]
+    for case in gae_edges(gae_case(**GAE_KNOWN_ROWS.inputs)):
+        verify(case)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, min_rows=2, padding=("right", "left", "none")), verify, label="drawn",
                  tier="autograd")
 
@@ -266,12 +284,14 @@ def gae_returns_identity(ctx):
     def verify(case: GaeCase):
         advantages, returns, call, case = call_token_gae(ctx, case)
         real = case.mask
-        tol = returns_tolerance(np.zeros(case.mask.shape), advantages, case.values, call.unit_roundoff)
+        tol = sum_identity_tolerance(advantages, case.values, call.unit_roundoff)
         assert_close(*at_real(returns, advantages + case.values, tol, real), what="returns vs advantages + values", call=call.code,
                      cause="returns are computed from the raw advantages while the advantages returned are whitened")
 
     verify(gae_case(**GAE_KNOWN_ROWS.inputs))
     verify(HOLE_CASE)
+    for case in gae_edges(HOLE_CASE):
+        verify(case)
     ctx.property(draws.gae_cases(dtype=ctx.dtype, interior=True), verify, label="drawn", tier="autograd")
 
 
@@ -356,6 +376,9 @@ def rewards_score_on_last_real_token(ctx):
                    what="EOS-terminated, length-truncated, left-padded and interior-masked rows (kl 0)", cause=cause)
     x = REWARDS_G4.inputs
     verify_rewards(ctx, x["scores"], x["kl"], x["mask"], x["kl_coef"], what="bug G4: [t0, t1, EOS, PAD]", cause=cause)
+    for kl_coef in edges.values("assemble_rewards", "kl_coef"):  # 0: the score alone (where `kl_coef or default` is wrong)
+        verify_rewards(ctx, [1.0, 2.0, 3.0, 4.0], np.full((4, 5), 0.25), mask, kl_coef, what=f"the four rows, kl 0.25, edge kl_coef = {kl_coef:g}",
+                       cause=cause)
     ctx.property(draws.reward_cases(dtype=ctx.dtype, interior=True), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -365,6 +388,9 @@ def rewards_kl_per_token(ctx):
     """Each real token carries its own -kl_coef kl_t."""
     cause = "the KL penalty is not per token: summed into the score, or with the wrong sign"
     verify_rewards(ctx, [0.0, 0.0], [[0.5, -0.25, 1.0], [2.0, 0.0, 9.0]], [[1, 1, 1], [1, 1, 0]], 0.1, what="score 0", cause=cause)
+    for kl_coef in edges.values("assemble_rewards", "kl_coef"):
+        verify_rewards(ctx, [1.0, -1.0], [[0.5, -0.25, 1.0], [2.0, 0.0, 9.0]], [[1, 1, 1], [1, 1, 0]], kl_coef,
+                       what=f"edge kl_coef = {kl_coef:g}", cause=cause)
     ctx.property(draws.reward_cases(dtype=ctx.dtype), lambda d: verify_rewards(ctx, *d, what="drawn rows", cause=cause), label="drawn",
                  tier="autograd")
 
@@ -486,6 +512,11 @@ def aggregation_gradient_weights(ctx):
     for mode in modes:
         verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool), mode,
                 8 if mode == "token-mean" else None, 16 if mode == "seq-mean-token-sum-norm" else None))
+    for name, mode in (("num_tokens", "token-mean"), ("norm_length", "seq-mean-token-sum-norm")):
+        if mode in modes:
+            for value in edges.values("aggregate_loss", name, none=False):  # 1 (None, the default, is drawn above)
+                verify((np.array([[2.0, -1.0, 0.5, 3.0], [1.0, 4.0, 1e6, -1e6]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool),
+                        mode, *((value, None) if name == "num_tokens" else (None, value))))
     ctx.property(draws.aggregation_cases(dtype=ctx.dtype, modes=modes), verify, label="drawn", tier="autograd-weights")
 
 
@@ -506,7 +537,8 @@ def aggregation_microbatch_invariant(ctx):
             grads.append(grad)
             tol += 2 * call_k.unit_roundoff * (N + len(mask) + 6) * float(np.abs(np.where(args_k["mask"], args_k["per_token_loss"], 0)).sum()) / N
         u = call.unit_roundoff
-        tol += 2 * u * (N + len(mask) + 6) * float(np.abs(np.where(args["mask"], args["per_token_loss"], 0)).sum()) / N + TINY
+        tol += 2 * u * (N + len(mask) + 6) * float(np.abs(np.where(args["mask"], args["per_token_loss"], 0)).sum()) / N
+        tol += 2 * (len(cuts) + 2) * (N + len(mask) + 6) * tiny(u)  # each of those roundings may also lose eta below the normals
         assert_close(total, full, tol, what="sum of the micro-batch losses vs the full batch's", call=call.code, cause=cause)
         assert_close(np.concatenate(grads), full_grad, 2 * u * 12 / N + TINY, what="accumulated gradients vs the full batch's",
                      call=call.code, cause=cause)
@@ -552,6 +584,9 @@ def aggregation_length_bias(ctx):
         if mode not in modes:
             continue
         _, grad, call, _ = verify_aggregate(ctx, losses, mask, mode, norm_length=norm, what="bug G10", cause=cause)
+        if mode == "seq-mean-token-sum-norm":
+            for edge in edges.values("aggregate_loss", "norm_length", none=False):  # norm_length = 1: every token 1/B
+                verify_aggregate(ctx, losses, mask, mode, norm_length=edge, what=f"bug G10, edge norm_length = {edge:g}", cause=cause)
         if mode != "seq-mean-token-mean" or not ctx.convention("seq_mean_token_mean_eps"):
             expected = np.where(mask, np.array([[weights[0]], [weights[1]]]), 0.0)
             assert_close(grad, expected, 2 * call.unit_roundoff * 12 * expected + TINY, what=f"bug G10 weights ({mode})",
@@ -671,6 +706,23 @@ def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, d
     return loss, grad, call, args
 
 
+def ppo_edges(base_dual_clip=None) -> list[tuple[tuple, str]]:
+    """(arguments, label) at the contract's edges of token_ppo_loss: masked garbage log-probabilities past exp's overflow
+    (logp_new 1000 where A < 0: masked by multiplication, inf x 0 = NaN), then clip_low, clip_high and dual_clip moved one at a
+    time to each of their edges (rlspec.checks.edges). A (2, 4) batch with r = 0.5, 1, 1.5 at its real tokens."""
+    garbage = edges.values("token_ppo_loss", "logp_new")[0]
+    logp_new = np.array([[math.log(0.5), 0.0, math.log(1.5), 0.0], [math.log(1.5), math.log(0.5), 0.0, 0.0]]) - 0.25
+    logp_new[0, 3] = logp_new[1, 2] = garbage  # the edge value itself, at the two masked tokens
+    logp_old = np.array([[0.0, 0.0, 0.0, -1.0], [0.0, 0.0, -1.0, 0.0]]) - 0.25
+    advantages = np.array([[2.0, -2.0, 2.0, -3.0], [-2.0, 2.0, -3.0, 1.0]])
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 1]], dtype=bool)
+    base = {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": base_dual_clip}
+    found = [((logp_new, logp_old, advantages, mask, 0.2, 0.2, base_dual_clip), f"edge logp_new = {garbage:g} at masked tokens, A < 0")]
+    for args, label in edges.cases("token_ppo_loss", base):
+        found.append(((logp_new, logp_old, advantages, mask, args["clip_low"], args["clip_high"], args["dual_clip"]), label))
+    return found
+
+
 def token_table(answer_id: str):
     """A known answer of token_ppo_loss (spec/contract/80_rlhf.toml) as rows (A, r, loss, d loss / d logp_new),
     one per token: the loss is a sum, so each token's numbers are its own."""
@@ -711,6 +763,8 @@ def ppo_token_gradient_table(ctx):
     if ctx.convention("log_ratio_clamp") is None or ctx.convention("log_ratio_clamp") > 1.0:
         assert_close(grad, expected, 1e-6 * (1 + np.abs(expected)), what="the six rows as a (2, 3) batch: per-token gradients (clip gradient table)",
                      call=call.code, cause=cause)
+    for case, label in ppo_edges():
+        verify_ppo(ctx, *case, what=label, cause=cause)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause), label="drawn",
                  tier="autograd")
 
@@ -721,6 +775,8 @@ def ppo_asymmetric_clip(ctx):
     cause = "the clip range is not [1 - clip_low, 1 + clip_high]: clip_high ignored or the bounds swapped"
     for A, r, value, gradient in ASYMMETRIC_TABLE:
         exact_token(ctx, A, r, value, gradient, 0.2, 0.28, what=f"clip_low 0.2, clip_high 0.28, A = {A}, r = {r}")
+    for case, label in ppo_edges():
+        verify_ppo(ctx, *case, what=label, cause=cause)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-1.0, 1.0)), lambda d: verify_ppo(ctx, *d, what="drawn batch", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -733,6 +789,8 @@ def ppo_dual_clip(ctx):
         exact_token(ctx, A, r, value, gradient, 0.2, 0.2, 3.0, what=f"dual_clip 3, A = {A}, r = {r}")
     for A, r, value, gradient in NO_DUAL_TABLE:
         exact_token(ctx, A, r, value, gradient, what=f"no dual_clip, A = {A:g}, r = {r:g}")
+    for case, label in ppo_edges(3.0):
+        verify_ppo(ctx, *case, what=label, cause=cause)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype, dual=True), lambda d: verify_ppo(ctx, *d, what="drawn batch with a dual clip", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -743,6 +801,8 @@ def ppo_masked_tokens(ctx):
     cause = "the mask is not applied to the per-token loss: padding tokens enter the sum"
     verify_ppo(ctx, [[math.log(0.5), -30.0, 1.0], [0.0, math.log(1.5), -45.0]], [[0.0, 1.0, -40.0], [0.0, 0.0, 1.0]],
                [[2.0, 900.0, -1e3], [-2.0, -2.0, 3.0]], [[1, 0, 0], [1, 1, 0]], 0.2, 0.2, what="TRL-style padding", cause=cause)
+    for case, label in ppo_edges():
+        verify_ppo(ctx, *case, what=label, cause=cause)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype, dual=False), lambda d: verify_ppo(ctx, *d, what="drawn batch, garbage at masked tokens", cause=cause),
                  label="drawn", tier="autograd")
 
@@ -759,6 +819,8 @@ def ppo_ratio_log_space(ctx):
 
     verify([[-1000.0]], [[-1000.1]], [[1.0]], [[True]], 0.2, 0.2)
     verify([[-1000.0, -2000.0, -745.0]], [[-1000.1, -2000.05, -745.2]], [[1.0, -1.0, 0.5]], [[1, 1, 1]], 0.2, 0.28)
+    for case, _ in ppo_edges():
+        verify(*case)
     ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-0.5, 0.5), logp_old=normal_floats(-5000.0, -700.0)), lambda d: verify(*d),
                  label="drawn", tier="autograd")
 
@@ -778,6 +840,8 @@ def ppo_log_ratio_clamp(ctx):
             exact_token(ctx, A, r, value, gradient, what=f"A = {A:g}, log r = {math.log(r):g}")
     verify_ppo(ctx, [[x - 3.0 for _, x in rows]], [[-3.0] * 4], [[A for A, _ in rows]], [[1, 1, 1, 1]], 0.2, 0.2,
                what="all four as one row", cause=cause)
+    for case, label in ppo_edges():
+        verify_ppo(ctx, *case, what=label, cause=cause)
     span = 40.0 if K is None else K + 10.0
     ctx.property(draws.ppo_cases(dtype=ctx.dtype, log_ratio=normal_floats(-span, span), interior=False),
                  lambda d: verify_ppo(ctx, *d, what="drawn batch, large log-ratios", cause=cause), label="drawn",

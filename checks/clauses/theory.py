@@ -235,7 +235,7 @@ def baseline_moments(policy: Policy) -> BaselineMoments:
 @check("PG-OPTIMAL-BASELINE")
 def optimal_baseline(ctx):
     """At START_CELL, every first action and every path after it: the exact variance of the candidate's estimate
-    (e_a - pi)(-d loss/d logp) for b = b*, V, 0 and a drawn b equals C0 - 2 b N + b^2 W - ||E g||^2, least at b*."""
+    (e_a - pi)(-d loss/d logp) for b = b*, V, 0 (given, and left out) and a drawn b equals C0 - 2 b N + b^2 W - ||E g||^2, least at b*."""
     mdp = started()
 
     def verify(policy: Policy, extra: float):
@@ -249,12 +249,14 @@ def optimal_baseline(ctx):
         returns, logp = np.tile(G, len(named)), np.tile(np.log(policy.probs[mdp.start, action]), len(named))
         weights, call, args = candidate_weights(ctx, returns, baseline, logp)
         received_b = np.asarray(args["baseline"], dtype=np.float64)
+        # each baseline as the candidate received it, with its weights; then the baseline left out (None: b = 0)
+        runs = [(name, weights[k * n:(k + 1) * n], Fraction(float(received_b[k * n]))) for k, name in enumerate(named)]
+        left_out, _, _ = candidate_weights(ctx, G, None, logp[:n])
+        runs.append(("left out (None)", left_out, Fraction(0)))
         sc = score(policy.probs, np.full(n, mdp.start), action)  # (n, A)
         sq = (sc * sc).sum(axis=1)
         rows, bad = [], []
-        for k, (name, b) in enumerate(named.items()):
-            w = weights[k * n:(k + 1) * n]
-            b_used = Fraction(float(received_b[k * n]))  # the baseline as the candidate received it
+        for name, w, b_used in runs:
             mean = (prob * w) @ sc  # (A,) E[g]
             actual = float((prob * w * w) @ sq - mean @ mean)
             expected = moments.variance(b_used)
@@ -431,6 +433,12 @@ def run_penalised_search(ctx, old: Policy, direction: np.ndarray, max_kl_allowed
 
 def verify_search(ctx, old: Policy, direction: np.ndarray, label: str):
     x, problem, call, x0, f = run_penalised_search(ctx, old, direction, 1.0, label)
+    # x0 itself, as the candidate returns it: a copy, or restored by undoing the last trial, x0 + t f - t f (t <= 1),
+    # which rounds at most 4 times on u (|x0| + |f|) (TRPO-LINE-SEARCH-RESTORES-ON-FAILURE's bound); J is not compared
+    # there, since any J(x) off J(x0) would be the rounding of x, not an accepted trial.
+    u = call.unit_roundoff
+    if np.all(np.abs(x - x0) <= 4 * u * (np.abs(x0) + np.abs(f)) + 4 * smallest_normal(u)):
+        return
     J0, J1 = J_of(x0), J_of(x)
     delta = penalised_delta(problem, x) + penalised_delta(problem, x0)
     t = float((x - x0) @ f / (f @ f))

@@ -29,12 +29,13 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from .. import edges
 from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
 from ..registry import check
 from ..strategies import real_arrays, rounded
 from ..strategies import trust_region as draws
 from ..strategies.trust_region import with_spectrum
-from ..tolerances import TINY, U64
+from ..tolerances import TINY, U64, tiny
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -212,9 +213,9 @@ CG_KNOWN = [
 ]
 
 
-def solve_with_cg(ctx, A, b):
+def solve_with_cg(ctx, A, b, iters=None):
     n = len(b)
-    iters = CG_STEPS_PER_DIM * n
+    iters = iters or CG_STEPS_PER_DIM * n
     call = ctx.call("conjugate_gradient", {"matvec": matvec(A), "b": b, "iters": iters, "tol": CG_TOL},
                     dtype=np.float64, shape=(n,))
     return call.outputs[0], call, iters
@@ -224,8 +225,8 @@ def solve_with_cg(ctx, A, b):
 def cg_solves_spd(ctx):
     """CG reaches backward error 2 k u (||A|| ||x|| + ||b||) within k = 3n steps, condition numbers to 1e6, float64."""
 
-    def verify(A, b):
-        x, call, iters = solve_with_cg(ctx, A, b)
+    def verify(A, b, iters=None):
+        x, call, iters = solve_with_cg(ctx, A, b, iters)
         residual = A @ x - b
         bound = cg_residual_bound(A, x, b, iters, call.unit_roundoff)
         exact = np.linalg.solve(A, b)
@@ -240,8 +241,80 @@ def cg_solves_spd(ctx):
 
     for A, b in CG_KNOWN:
         verify(A, b)
+    for iters in edges.values("conjugate_gradient", "iters"):  # iters = 1: a one-dimensional system is solved in one step
+        verify(np.array([[4.0]]), np.array([2.0]), iters)
 
     ctx.property(draws.spd_systems(), lambda s: verify(*s), label="drawn", tier="known-answers-first")
+
+
+# The stopping rule. Judged through the residual r'r = |b - A x|^2 of the returned x: from 0, CG's k-th iterate leaves
+# r_k'r_k (the suite runs CG in float64). Only steps whose residuals fall by a factor 16 or more on either side are used,
+# and the candidate's r'r must land within a factor 4 of r_k'r_k: one step fewer leaves at least 4x more, one step more at
+# least 4x less. A solver may start elsewhere (sb3-contrib: 1e-4 randn per component): a start of norm at most
+# 1e-3 sqrt(n) moves every residual by at most ||A|| 1e-3 sqrt(n), so drawn systems are used only where that is below a
+# tenth of |r_k| (the factor-4 band holds then); the known system (||A|| = 4.6, |r_1| = 0.56) qualifies.
+
+
+def cg_iterates(A, b, steps: int) -> tuple[list[np.ndarray], list[float]]:
+    """CG's iterates x_k from x = 0 and their r_k'r_k, k = 0 .. steps (float64)."""
+    x, r = np.zeros_like(b, dtype=np.float64), np.asarray(b, dtype=np.float64).copy()
+    p, rr = r.copy(), float(r @ r)
+    xs, out = [x.copy()], [rr]
+    for _ in range(steps):
+        if rr > 0.0:
+            Ap = A @ p
+            alpha = rr / float(p @ Ap)
+            x, r = x + alpha * p, r - alpha * Ap
+            new = float(r @ r)
+            p, rr = r + (new / rr) * p, new
+        xs.append(x.copy())
+        out.append(rr)
+    return xs, out
+
+
+def cg_residuals(A, b, steps: int) -> list[float]:
+    """r_k'r_k of CG's iterates from x = 0, k = 0 .. steps (float64)."""
+    return cg_iterates(A, b, steps)[1]
+
+
+def verify_cg_stop(ctx, A, b, iters: int, tol: float, k: int, what: str):
+    call = ctx.call("conjugate_gradient", {"matvec": matvec(A), "b": b, "iters": int(iters), "tol": float(tol)}, dtype=np.float64,
+                    shape=(len(b),))
+    x = call.outputs[0]
+    rr = float(np.sum((b - A @ x) ** 2))
+    expected = cg_residuals(A, b, k)[k]
+    low, high = expected / 4, 4 * expected
+    if not low <= rr <= high:
+        more = rr < low
+        cause = ("it ran past the stopping rule: the tolerance is never tested, or compared with the residual's norm instead of r'r, "
+                 "or more than iters steps are taken") if more else \
+            "it stopped early: fewer than iters steps, or a residual compared with tol before it fell below it"
+        raise ClauseFailure(f"conjugate_gradient {what}: r'r of the result is {rr:.6g}; CG stops after {k} step(s) at r'r = {expected:.6g} "
+                            f"(expected within [{low:.4g}, {high:.4g}]: {'less' if more else 'more'} left than {k} step(s) leave)",
+                            call=call.code, cause=cause)
+
+
+@check("TRPO-CG-STOPPING-RULE")
+def cg_stopping_rule(ctx):
+    """Stops once r'r <= tol or after iters steps, judged by the residual the returned x leaves."""
+    A, b = known_system("trpo.cg-2x2")  # r'r: 5 at 0, 0.3125 after one step, 0 after two
+    verify_cg_stop(ctx, A, b, 1, CG_TOL, 1, "(iters = 1)")
+    verify_cg_stop(ctx, A, b, 10, 0.4, 1, "(tol = 0.4 between r_1'r_1 = 0.3125 and its norm 0.559)")
+    for tol in edges.values("conjugate_gradient", "tol"):  # 0: only the iteration count stops it; 1: between 0.3125 and 5
+        verify_cg_stop(ctx, A, b, 1 if tol == 0 else 10, tol, 1, f"(edge tol = {tol:g})")
+
+    def drawn(system):
+        A, b = system
+        n = len(b)
+        rr = cg_residuals(A, b, n)
+        start = np.linalg.norm(A, 2) * 1e-3 * math.sqrt(n)  # what a start near 0 can move a residual by
+        for k in range(1, n):
+            if rr[k] > 0 and rr[k] <= rr[k - 1] / 16 and rr[k + 1] <= rr[k] / 16 and start <= 0.1 * math.sqrt(rr[k]):
+                verify_cg_stop(ctx, A, b, k, CG_TOL, k, f"(iters = {k})")
+                verify_cg_stop(ctx, A, b, 3 * n, 4 * rr[k], k, f"(tol = 4 r_{k}'r_{k})")
+                return
+
+    ctx.property(draws.spd_systems(), drawn, label="drawn", tier="known-answers-first")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +389,7 @@ def exact_fisher(policy: Policy, theta: np.ndarray) -> tuple[np.ndarray, np.ndar
 def fvp_tolerance(policy: Policy, magnitude, v, damp: float, u: float) -> np.ndarray:
     K = policy.size + 1
     c = policy.n_params + 2 * K + policy.batch + 20
-    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + TINY
+    return 2.0 * c * u * (magnitude @ np.abs(v)) + 2.0 * u * damp * np.abs(v) + 2.0 * c * tiny(u)  # each rounding may lose eta
 
 
 FVP_KNOWN = [
@@ -371,11 +444,11 @@ def fvp_equals_fisher(ctx):
 # natural step
 
 
-def run_natural_step(ctx, F, g, max_kl):
+def run_natural_step(ctx, F, g, max_kl, cg_iters=None):
     n = len(g)
     g = rounded(g, ctx.dtype)
     fvp = matvec(F, "F")
-    call = ctx.call("natural_step", {"grad": g, "fvp": fvp, "max_kl": max_kl, "cg_iters": CG_STEPS_PER_DIM * n},
+    call = ctx.call("natural_step", {"grad": g, "fvp": fvp, "max_kl": max_kl, "cg_iters": cg_iters or CG_STEPS_PER_DIM * n},
                     shape=(n,))
     return call.outputs[0], g, call
 
@@ -395,6 +468,14 @@ STEP_KNOWN = [
 ]
 
 
+def step_edges():
+    """(F, g, max_kl, cg_iters) at the contract's edges: max_kl just above 0 and at 1 on bug E4's problem, and cg_iters = 1
+    on a one-parameter problem, which CG solves in one step (rlspec.checks.edges)."""
+    F, g, max_kl = STEP_KNOWN[0]
+    found = [(F, g, kl, None) for kl in edges.values("natural_step", "max_kl")]
+    return found + [(np.array([[4.0]]), np.array([2.0]), max_kl, k) for k in edges.values("natural_step", "cg_iters")]
+
+
 def damped(F, damp):
     return F + damp * np.eye(F.shape[0])
 
@@ -404,8 +485,8 @@ def natural_step_direction(ctx):
     """The step is a positive multiple of (F + damping I)^-1 g (the P-angle to it within the CG bound)."""
     damp = damping(ctx)
 
-    def verify(F, g, max_kl):
-        step, g, call = run_natural_step(ctx, F, g, max_kl)
+    def verify(F, g, max_kl, cg_iters=None):
+        step, g, call = run_natural_step(ctx, F, g, max_kl, cg_iters)
         P = damped(F, damp)
         x = np.linalg.solve(P, g)
         lam_min, _, _ = condition(P)
@@ -440,6 +521,8 @@ def natural_step_direction(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
+    for case in step_edges():
+        verify(*case)
     ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
@@ -448,8 +531,8 @@ def natural_step_kl_budget(ctx):
     """1/2 step'(F + damping I) step = max_kl, to the relative bound eps_kl (damping as declared, default 0)."""
     damp = damping(ctx)
 
-    def verify(F, g, max_kl):
-        step, g, call = run_natural_step(ctx, F, g, max_kl)
+    def verify(F, g, max_kl, cg_iters=None):
+        step, g, call = run_natural_step(ctx, F, g, max_kl, cg_iters)
         P = damped(F, damp)
         q = 0.5 * step @ P @ step
         _, eps_kl = natural_step_errors(P, call.unit_roundoff, np.linalg.norm(g), cg_stop(ctx))
@@ -473,6 +556,8 @@ def natural_step_kl_budget(ctx):
 
     for F, g, max_kl in STEP_KNOWN:
         verify(F, g, max_kl)
+    for case in step_edges():
+        verify(*case)
     ctx.property(draws.step_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
 
@@ -498,15 +583,15 @@ def natural_step_invariance(ctx):
     """natural_step in coordinates phi (theta = M phi: grad M'g, Fisher M'F M), mapped back by M, equals the theta step."""
     damp = damping(ctx)
 
-    def verify(F, g, max_kl, M):
+    def verify(F, g, max_kl, M, cg_iters=None):
         if damp > 0:  # declared damping: only orthogonal reparameterisations leave F + damping I covariant
             M, _ = np.linalg.qr(M)
         g = rounded(g, ctx.dtype)
-        step_theta, g, call_theta = run_natural_step(ctx, F, g, max_kl)
+        step_theta, g, call_theta = run_natural_step(ctx, F, g, max_kl, cg_iters)
         F_phi = M.T @ F @ M
         F_phi = (F_phi + F_phi.T) / 2
         g_phi = rounded(M.T @ g, ctx.dtype)
-        step_phi, g_phi, call_phi = run_natural_step(ctx, F_phi, g_phi, max_kl)
+        step_phi, g_phi, call_phi = run_natural_step(ctx, F_phi, g_phi, max_kl, cg_iters)
         P_theta, P_phi = damped(F, damp), damped(F_phi, damp)
         lam_min, _, _ = condition(P_theta)
         _, _, kappa_phi = condition(P_phi)
@@ -528,6 +613,8 @@ def natural_step_invariance(ctx):
 
     for F, g, max_kl, M in INVARIANCE_KNOWN:
         verify(F, g, max_kl, M)
+    for F, g, max_kl, cg_iters in step_edges():
+        verify(F, g, max_kl, np.eye(len(g)) * 2.0 if cg_iters else INVARIANCE_KNOWN[0][3], cg_iters)
 
     ctx.property(draws.reparameterised_problems(), lambda p: verify(*p), label="drawn", tier="known-answers-first")
 
@@ -641,7 +728,7 @@ def verify_line_search(ctx, scenario: Scenario, *, only_failures: bool = False):
     t_exp = 0.0 if t_expected is None else t_expected
     k = 0 if t_expected is None else round(math.log(t_expected) / math.log(beta))
     expected = scenario.x0 + t_exp * scenario.f
-    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + TINY
+    tol = (2 * k + 4) * u * (np.abs(scenario.x0) + t_exp * np.abs(scenario.f)) + (2 * k + 4) * tiny(u)  # and eta each below the normals
     if t_expected is None:  # x0 may be restored by undoing the last trial, x0 + t f - t f (t <= 1): two
         tol = tol + 4 * u * np.abs(scenario.f)  # more roundings of at most u (|x0| + |f|) each
 
@@ -728,6 +815,9 @@ def line_search_rule(ctx):
     """x0 + beta^k fullstep for the first k with surrogate(x) > surrogate(x0) and kl(x) <= max_kl (beta declared, 0.5)."""
     for scenario in known_scenarios(ctx, failures=False):
         verify_line_search(ctx, scenario)
+    base = known_scenarios(ctx, failures=False)[0]
+    for max_kl in edges.values("line_search", "max_kl"):  # the KL binds at the full step unless max_kl is 1
+        verify_line_search(ctx, Scenario(base.x0, base.f, base.a, base.b, base.c, base.d, max_kl, base.max_backtracks, base.offset))
     drawn = draws.line_searches(ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
     ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s))), label="drawn", tier="known-answers-first")
 
@@ -737,6 +827,10 @@ def line_search_restores(ctx):
     """When no trial improves the surrogate within the KL budget the line search returns x0 itself."""
     for scenario in known_scenarios(ctx, failures=True):
         verify_line_search(ctx, scenario, only_failures=True)
+    base = LINE_SEARCH_FAILURES[-1]  # the KL exceeds max_kl at every trial, for max_kl up to 1 as well
+    for max_kl in edges.values("line_search", "max_kl"):
+        verify_line_search(ctx, Scenario(base.x0, base.f, base.a, base.b, base.c, base.d, max_kl, base.max_backtracks, base.offset),
+                           only_failures=True)
     drawn = draws.line_searches(failing=True, ascent=bool(accept_ratio(ctx)), beta=backtrack_factor(ctx))
     ctx.property(drawn, lambda s: assume(verify_line_search(ctx, Scenario(*s), only_failures=True)), label="drawn",
                  tier="known-answers-first")
@@ -761,22 +855,31 @@ def line_search_restores(ctx):
 
 
 class UpdateProblem:
-    def __init__(self, policy: Policy, theta0, actions, advantages, max_kl: float, max_backtracks: int = 10):
+    def __init__(self, policy: Policy, theta0, actions, advantages, max_kl: float, max_backtracks: int = 10,
+                 cg_iters: int | None = None):
         self.policy = policy
         self.theta0 = np.asarray(theta0, dtype=np.float64)
         self.actions = np.asarray(actions, dtype=np.float64)
         self.advantages = np.asarray(advantages, dtype=np.float64)
         self.max_kl, self.max_backtracks = float(max_kl), int(max_backtracks)
+        self._cg_iters = cg_iters  # None: enough iterations to solve the natural step exactly
 
     def rounded(self, dtype) -> "UpdateProblem":
         cast = lambda v: rounded(v, dtype)
         actions = self.actions if self.policy.kind == "categorical" else cast(self.actions)
         return UpdateProblem(self.policy.rounded(dtype), cast(self.theta0), actions, cast(self.advantages), self.max_kl,
-                             self.max_backtracks)
+                             self.max_backtracks, self._cg_iters)
 
     @property
     def cg_iters(self) -> int:
-        return CG_STEPS_PER_DIM * self.policy.n_params
+        return CG_STEPS_PER_DIM * self.policy.n_params if self._cg_iters is None else self._cg_iters
+
+    def at_edges(self, *names: str):
+        """This problem with max_kl, cg_iters and max_backtracks (or ``names``) moved one at a time to the contract's edges."""
+        base = {"max_kl": self.max_kl, "cg_iters": self.cg_iters, "max_backtracks": self.max_backtracks}
+        for args, _ in edges.cases("trpo_update", base, *names):
+            yield UpdateProblem(self.policy, self.theta0, self.actions, self.advantages, args["max_kl"], args["max_backtracks"],
+                                args["cg_iters"])
 
 
 class Oracle:
@@ -1111,6 +1214,8 @@ def line_search_kl_direction(ctx):
     for problem in KL_DIRECTION_KNOWN:
         if problem.policy.kind in kinds:
             verify_update(ctx, problem)
+            for edge in problem.at_edges("max_kl", "max_backtracks"):  # judged against the oracle's exact answer
+                verify_update(ctx, edge)
     ctx.property(update_problems(kinds, standardises(ctx)), lambda p: verify_update(ctx, p, constraint_only=True),
                  label="drawn", tier="known-answers-first-costly")
 
@@ -1122,6 +1227,10 @@ def update_trust_region(ctx):
     for problem in UPDATE_KNOWN + (ACCEPT_RATIO_UPDATE_KNOWN if accept_ratio(ctx) else []):
         if problem.policy.kind in kinds:
             verify_update(ctx, problem)
+    for problem in UPDATE_KNOWN[:2]:  # one of each family
+        if problem.policy.kind in kinds:
+            for edge in problem.at_edges("max_kl", "max_backtracks"):  # a vanishing and a wide trust region, a single trial
+                verify_update(ctx, edge)
     if standardises(ctx):
         for problem in CONSTANT_ADVANTAGES:
             if problem.policy.kind in kinds:
@@ -1417,5 +1526,7 @@ def update_line_search_trials(ctx):
     for problem in TRIAL_KNOWN:
         if problem.policy.kind in kinds:
             verify_trials(ctx, problem)
+            for edge in problem.at_edges():  # one trial (max_backtracks 1), the gradient's direction (cg_iters 1), tiny or wide budgets
+                verify_trials(ctx, edge)
     ctx.property(overshooting_problems(kinds, standardises(ctx), damping(ctx)), lambda p: assume(verify_trials(ctx, p)), label="drawn",
                  tier="known-answers-first-costly")

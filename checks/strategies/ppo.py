@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..clipping import ClipRange
+from ..edges import edged
 from .base import _check_dtype, float_lists, rounded
 from .base import normal_floats as _floats
 
 ADVANTAGES = st.sampled_from([2.0, -2.0, 1.0, -1.0, 0.0]) | _floats(-100.0, 100.0)
 LOGP_OLD = st.sampled_from([0.0, -1.0, -1000.0]) | _floats(-1000.0, 0.0)
-EPSILONS = st.sampled_from([0.1, 0.2, 0.3]) | _floats(0.01, 0.5)
+EPSILONS = edged(st.sampled_from([0.1, 0.2, 0.3]) | _floats(0.01, 0.5), "ppo_clip_loss", "clip_eps")  # half at the contract's edges
 POLICY_KINDS = ("categorical", "gaussian")  # the suite's LinearActorCritic families
 
 
