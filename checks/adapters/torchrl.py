@@ -182,7 +182,10 @@ RLSPEC_CONVENTIONS = {
     "kl_adaptive_threshold": 1.5,  # above 1.5 dtarg / below dtarg / 1.5
     # ppo_update (the tutorial's loop): ClipPPOLoss(normalize_advantage=True) standardises each minibatch in its forward
     "advantage_normalization": "minibatch",
-    "value_clipping": "none",  # ClipPPOLoss(clip_value=None) by default; the variant value_clip maps value_clip_eps onto it
+    "value_clipping": "none",  # ClipPPOLoss(clip_value=None) by default; the variant l2_value_clip maps value_clip_eps onto it
+    # the tutorial samples B // minibatch_size minibatches an epoch; SamplerWithoutReplacement keeps the rest of its
+    # permutation for the next epoch's first sample (bugs-found 31: PPO-UPDATE-MINIBATCHES)
+    "minibatch_remainder": "dropped",
     # off-policy
     "target_update_kinds": ["polyak", "hard"],  # SoftUpdate (every step() call), HardUpdate (every interval)
     "update_phase": "end",  # HardUpdate means steps k, 2k, ... (it copies on k + 1, 2(k + 1), ...: bugs-found)
@@ -1104,8 +1107,15 @@ tanh_log_prob_of_action = _variant(
 
 l2_critic = _variant(
     "ClipPPOLoss(loss_critic_type='l2'): the squared-error critic loss (F.mse_loss, no 0.5) instead of the default "
-    "smooth L1.",
+    "smooth L1, in the loss and in the tutorial's update loop.",
     ppo_value_loss=_value_loss("l2"),
+    ppo_update=_update_with(loss_critic_type="l2"),
+)
+l2_value_clip = SimpleNamespace(
+    __doc__="The tutorial's update loop with ClipPPOLoss(loss_critic_type='l2', clip_value=value_clip_eps): TorchRL's "
+            "value clipping (off by default), max of the squared errors of V and of V_old + clamp(V - V_old, -eps, eps).",
+    ppo_update=_update_with(loss_critic_type="l2", clip_value_from_config=True),
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "value_clipping": "config"},
 )
 
 ddpg_delay_actor = _variant(
@@ -1123,7 +1133,7 @@ cql_state_by_state = _variant(
 td3_actor_loss = _variant("TD3Loss.actor_loss for the deterministic actor loss (DDPGLoss.loss_actor in the main column).",
                           dpg_actor_loss=_td3_dpg_actor_loss)
 
-VARIANTS = ("l2_critic", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
+VARIANTS = ("l2_critic", "l2_value_clip", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")
 
 
