@@ -26,6 +26,21 @@ What each operation drives (paths in ``site-packages/torchrl``):
   with its defaults computes its log-ratio (``_log_weight``, what its forward clips) on that batch. It
   re-scores the stored action with ``dist.log_prob(action)``: for ``TanhNormal`` an inverse through a
   clamped atanh, so saturated draws do not come back at ratio 1 (docs/bugs-found.md).
+- ``ppo_update``: the inner loop of TorchRL's PPO tutorial (tutorials/sphinx-tutorials/coding_ppo.py), as written
+  there: every epoch ``replay_buffer.extend(batch)`` into ``ReplayBuffer(LazyTensorStorage(B),
+  SamplerWithoutReplacement())``, then ``B // minibatch_size`` times ``sample``, ``ClipPPOLoss`` forward,
+  ``loss_objective + loss_critic + loss_entropy``, ``backward``, ``clip_grad_norm_(loss_module.parameters())``,
+  ``optim.step()``, ``optim.zero_grad()``. The suite's module is the actor (a ``ProbabilisticActor``: torch's
+  ``Categorical`` on its logits, ``IndependentNormal`` on its mean and std) and the critic (``ValueOperator``), so
+  the loss module's parameters are the module's and the suite's optimizer steps them; the stored batch is a
+  tensordict (``action_log_prob`` = logp_old, ``advantage``, ``value_target`` = returns, ``state_value`` =
+  values_old). The config maps onto ``clip_epsilon``, ``critic_coeff`` (vf_coef), ``entropy_coeff`` (ent_coef) and
+  ``normalize_advantage`` (per minibatch, declared); the rest stays at TorchRL's defaults: the smooth L1 critic
+  (``torchrl.xfail``; variant ``l2_critic``), no value clipping (declared; variant ``l2_value_clip`` maps
+  ``value_clip_eps`` onto ``clip_value``), no KL early stop (``torchrl.xfail``). ``clip_epsilon > 1`` makes the
+  lower log-bound NaN and the actor's gradient 0, and the tutorial's minibatches carry an epoch's leftover rows into
+  the next epoch (docs/bugs-found.md). ``KLPENPPOLoss`` does not fit the protocol: its penalty needs the collecting
+  policy's distribution parameters in the batch, and its objective is not the clip loss the update clauses judge.
 - ``tanh_gaussian_log_prob`` / ``scaled_tanh_gaussian_log_prob``: ``modules.TanhNormal(mean,
   exp(log_std)[, low, high])`` scored as a ``ProbabilisticActor`` stores it when it acts:
   ``modules.distributions.utils.sample_and_log_prob`` (the exact pre-tanh draw's density) with the draw
@@ -129,7 +144,8 @@ with the densities inside the temperature (``density-inside``: CQL-SAMPLED-TEMPE
 ``torchrl.xfail``); IQLLoss's ``temperature`` is an inverse temperature and its weight is clipped at 100.
 
 Deliberate deviations are listed in ``torchrl.xfail`` beside this file; the variants in
-``VARIANTS`` exercise the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
+``VARIANTS`` exercise the l2 critic loss (in the loss and the update), value clipping in the update,
+the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
 ``TanhNormal.log_prob`` of a stored action, DDPGLoss with a target actor, SACLoss(skip_done_states=True),
 TD3Loss's actor loss and CQLLoss state by state.
 """
@@ -570,15 +586,18 @@ def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, v
     return _tutorial_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config)
 
 
-def _update_with(**fixed):
+def _update_with(value_clip: bool = False, **fixed):
+    """The tutorial's loop with ``ClipPPOLoss(**fixed)``; ``value_clip``: ``clip_value = value_clip_eps`` (None: off)."""
+
     def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
         options = dict(fixed)
-        if options.pop("clip_value_from_config", False):
+        if value_clip:
             eps = config.get("value_clip_eps")
             options["clip_value"] = None if eps is None else float(eps)
         return _tutorial_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config, **options)
 
-    ppo_update.__doc__ = f"The tutorial's loop with ClipPPOLoss({', '.join(f'{k}={v!r}' for k, v in fixed.items())})."
+    shown = [f"{k}={v!r}" for k, v in fixed.items()] + (["clip_value=value_clip_eps"] if value_clip else [])
+    ppo_update.__doc__ = f"The tutorial's loop with ClipPPOLoss({', '.join(shown)})."
     return ppo_update
 
 
@@ -1114,7 +1133,7 @@ l2_critic = _variant(
 l2_value_clip = SimpleNamespace(
     __doc__="The tutorial's update loop with ClipPPOLoss(loss_critic_type='l2', clip_value=value_clip_eps): TorchRL's "
             "value clipping (off by default), max of the squared errors of V and of V_old + clamp(V - V_old, -eps, eps).",
-    ppo_update=_update_with(loss_critic_type="l2", clip_value_from_config=True),
+    ppo_update=_update_with(value_clip=True, loss_critic_type="l2"),
     RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "value_clipping": "config"},
 )
 
