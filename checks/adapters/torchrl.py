@@ -26,6 +26,21 @@ What each operation drives (paths in ``site-packages/torchrl``):
   with its defaults computes its log-ratio (``_log_weight``, what its forward clips) on that batch. It
   re-scores the stored action with ``dist.log_prob(action)``: for ``TanhNormal`` an inverse through a
   clamped atanh, so saturated draws do not come back at ratio 1 (docs/bugs-found.md).
+- ``ppo_update``: the inner loop of TorchRL's PPO tutorial (tutorials/sphinx-tutorials/coding_ppo.py), as written
+  there: every epoch ``replay_buffer.extend(batch)`` into ``ReplayBuffer(LazyTensorStorage(B),
+  SamplerWithoutReplacement())``, then ``B // minibatch_size`` times ``sample``, ``ClipPPOLoss`` forward,
+  ``loss_objective + loss_critic + loss_entropy``, ``backward``, ``clip_grad_norm_(loss_module.parameters())``,
+  ``optim.step()``, ``optim.zero_grad()``. The suite's module is the actor (a ``ProbabilisticActor``: torch's
+  ``Categorical`` on its logits, ``IndependentNormal`` on its mean and std) and the critic (``ValueOperator``), so
+  the loss module's parameters are the module's and the suite's optimizer steps them; the stored batch is a
+  tensordict (``action_log_prob`` = logp_old, ``advantage``, ``value_target`` = returns, ``state_value`` =
+  values_old). The config maps onto ``clip_epsilon``, ``critic_coeff`` (vf_coef), ``entropy_coeff`` (ent_coef) and
+  ``normalize_advantage`` (per minibatch, declared); the rest stays at TorchRL's defaults: the smooth L1 critic
+  (``torchrl.xfail``; variant ``l2_critic``), no value clipping (declared; variant ``l2_value_clip`` maps
+  ``value_clip_eps`` onto ``clip_value``), no KL early stop (``torchrl.xfail``). ``clip_epsilon > 1`` makes the
+  lower log-bound NaN and the actor's gradient 0, and the tutorial's minibatches carry an epoch's leftover rows into
+  the next epoch (docs/bugs-found.md). ``KLPENPPOLoss`` does not fit the protocol: its penalty needs the collecting
+  policy's distribution parameters in the batch, and its objective is not the clip loss the update clauses judge.
 - ``tanh_gaussian_log_prob`` / ``scaled_tanh_gaussian_log_prob``: ``modules.TanhNormal(mean,
   exp(log_std)[, low, high])`` scored as a ``ProbabilisticActor`` stores it when it acts:
   ``modules.distributions.utils.sample_and_log_prob`` (the exact pre-tanh draw's density) with the draw
@@ -129,7 +144,8 @@ with the densities inside the temperature (``density-inside``: CQL-SAMPLED-TEMPE
 ``torchrl.xfail``); IQLLoss's ``temperature`` is an inverse temperature and its weight is clipped at 100.
 
 Deliberate deviations are listed in ``torchrl.xfail`` beside this file; the variants in
-``VARIANTS`` exercise the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
+``VARIANTS`` exercise the l2 critic loss (in the loss and the update), value clipping in the update,
+the other GAE paths (vectorised, ``terminated`` omitted, the ``GAE`` module),
 ``TanhNormal.log_prob`` of a stored action, DDPGLoss with a target actor, SACLoss(skip_done_states=True),
 TD3Loss's actor loss and CQLLoss state by state.
 """
@@ -147,7 +163,8 @@ from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDict
 from torch import nn
 from torch.distributions import Distribution
 from torch.overrides import TorchFunctionMode
-from torchrl.data import Bounded, Categorical
+from torchrl.data import Bounded, Categorical, LazyTensorStorage, ReplayBuffer
+from torchrl.data.replay_buffers import SamplerWithoutReplacement
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import Actor, IndependentNormal, OneHotCategorical, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
 from torchrl.modules.distributions.utils import sample_and_log_prob
@@ -179,6 +196,12 @@ RLSPEC_CONVENTIONS = {
     "advantage_eps_form": "clamp",
     "kl_adaptive_factor": 2.0,  # KLPENPPOLoss: increment 2, decrement 0.5
     "kl_adaptive_threshold": 1.5,  # above 1.5 dtarg / below dtarg / 1.5
+    # ppo_update (the tutorial's loop): ClipPPOLoss(normalize_advantage=True) standardises each minibatch in its forward
+    "advantage_normalization": "minibatch",
+    "value_clipping": "none",  # ClipPPOLoss(clip_value=None) by default; the variant l2_value_clip maps value_clip_eps onto it
+    # the tutorial samples B // minibatch_size minibatches an epoch; SamplerWithoutReplacement keeps the rest of its
+    # permutation for the next epoch's first sample (bugs-found 31: PPO-UPDATE-MINIBATCHES)
+    "minibatch_remainder": "dropped",
     # off-policy
     "target_update_kinds": ["polyak", "hard"],  # SoftUpdate (every step() call), HardUpdate (every interval)
     "update_phase": "end",  # HardUpdate means steps k, 2k, ... (it copies on k + 1, 2(k + 1), ...: bugs-found)
@@ -455,6 +478,127 @@ def ppo_collected_ratios(family, loc, scale, seed):
     with torch.no_grad():
         log_weight = loss._log_weight(data, adv_shape=torch.Size([B]))[0]
     return log_weight.reshape(B).exp()
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole PPO update: ClipPPOLoss in the training loop of TorchRL's PPO tutorial, on the suite's module and optimizer
+
+
+class _SuiteActorHead(nn.Module):
+    """The suite's ``policy(obs) -> (dist, values)`` as the network of a TorchRL actor: observation -> the parameters
+    of its distribution (``logits``, or ``loc`` and ``scale`` of a diagonal Gaussian). It holds the module itself,
+    so the module's parameters are the actor's (and the loss module's: one optimizer, one gradient norm)."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, observation):
+        dist, _ = self.policy(observation)
+        if isinstance(dist, torch.distributions.Categorical):
+            return dist.logits  # (B, A)
+        return dist.loc, dist.scale  # (B, D) each: the Gaussian per dimension, joined by IndependentNormal
+
+
+class _SuiteCriticHead(nn.Module):
+    """The suite's module as a ValueOperator's network: observation -> V(s) ``[B, 1]``."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, observation):
+        return self.policy(observation)[1].unsqueeze(-1)
+
+
+def _suite_actor(policy, actions) -> ProbabilisticActor:
+    """``ProbabilisticActor`` over the suite's distribution, as a TorchRL user writes one: torch's ``Categorical``
+    on ``logits`` for integer actions ``[B]``, ``IndependentNormal(loc, scale)`` (the joint density of ``[B, D]``
+    actions) for the Gaussian; ``return_log_prob`` as the tutorial's actor (the loss re-scores the stored action)."""
+    if actions.dtype in (torch.int64, torch.int32) or not actions.is_floating_point():
+        head = TensorDictModule(_SuiteActorHead(policy), in_keys=["observation"], out_keys=["logits"])
+        return ProbabilisticActor(head, in_keys=["logits"], distribution_class=torch.distributions.Categorical,
+                                  return_log_prob=True)
+    head = TensorDictModule(_SuiteActorHead(policy), in_keys=["observation"], out_keys=["loc", "scale"])
+    return ProbabilisticActor(head, in_keys=["loc", "scale"], distribution_class=IndependentNormal, return_log_prob=True)
+
+
+def _stored_batch(obs, actions, logp_old, advantages, returns, values_old) -> TensorDict:
+    """The collected batch as the tutorial's training loop holds it after its advantage module: ``observation``,
+    ``action``, ``action_log_prob`` (log pi_old, stored by the actor at collection), ``advantage``, ``value_target``
+    and ``state_value`` (V_old, the critic's at collection; the centre of ClipPPOLoss's value clip) ``[B, 1]``."""
+    return TensorDict(
+        {
+            "observation": obs.detach(),
+            "action": actions.detach(),
+            "action_log_prob": logp_old.detach(),
+            "advantage": advantages.detach().unsqueeze(-1),
+            "value_target": returns.detach().unsqueeze(-1),
+            "state_value": values_old.detach().unsqueeze(-1),
+        },
+        batch_size=[obs.shape[0]],
+    )
+
+
+def _tutorial_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config, **loss_options):
+    """The inner loop of TorchRL's PPO tutorial (tutorials/sphinx-tutorials/coding_ppo.py, "Training loop"), as it is
+    written there, on the stored batch: every epoch ``replay_buffer.extend(data)`` into a ``LazyTensorStorage(B)``
+    with a ``SamplerWithoutReplacement()``, then ``B // minibatch_size`` times ``replay_buffer.sample(minibatch_size)``,
+    ``loss_objective + loss_critic + loss_entropy``, ``backward``, ``clip_grad_norm_(loss_module.parameters())``,
+    ``optim.step()``, ``optim.zero_grad()``. The advantage module the tutorial runs before each epoch is the suite's
+    (the batch's stored advantages and returns). ``ClipPPOLoss`` takes the config's hyperparameters at its names
+    (``critic_coeff = vf_coef``, ``entropy_coeff = ent_coef``, ``normalize_advantage``: per minibatch, in the
+    forward); everything else at TorchRL's defaults unless ``loss_options`` says otherwise. The sampler draws from
+    torch's global generator, seeded from the suite's seed for the call."""
+    n, size = obs.shape[0], int(config["minibatch_size"])
+    loss_module = ClipPPOLoss(
+        _suite_actor(policy, actions),
+        ValueOperator(_SuiteCriticHead(policy), in_keys=["observation"]),
+        clip_epsilon=float(config["clip_eps"]),
+        entropy_bonus=True,  # the tutorial's bool(entropy_eps); with ent_coef 0 the term is 0 and still logged
+        entropy_coeff=float(config["ent_coef"]),
+        critic_coeff=float(config["vf_coef"]),
+        normalize_advantage=bool(config["normalize_advantages"]),
+        **loss_options,
+    )
+    optim, max_grad_norm = optimizer, float(config["max_grad_norm"])
+    replay_buffer = ReplayBuffer(storage=LazyTensorStorage(n), sampler=SamplerWithoutReplacement())
+    data = _stored_batch(obs, actions, logp_old, advantages, returns, values_old)
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+        torch.manual_seed(int(config["seed"]))
+        for _ in range(int(config["epochs"])):
+            data_view = data.reshape(-1)
+            replay_buffer.extend(data_view)
+            for _ in range(n // size):
+                subdata = replay_buffer.sample(size)
+                loss_vals = loss_module(subdata.to(obs.device))
+                loss_value = loss_vals["loss_objective"] + loss_vals["loss_critic"] + loss_vals["loss_entropy"]
+                loss_value.backward()
+                torch.nn.utils.clip_grad_norm_(loss_module.parameters(), max_grad_norm)
+                optim.step()
+                optim.zero_grad()
+    return None  # the tutorial logs; the suite watches its module and optimizer
+
+
+def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """The tutorial's loop with ``ClipPPOLoss`` at its defaults: ``loss_critic_type="smooth_l1"`` (torchrl.xfail; the
+    variant l2_critic judges "l2") and ``clip_value=None`` (no value clipping, whatever ``value_clip_eps`` says)."""
+    return _tutorial_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config)
+
+
+def _update_with(value_clip: bool = False, **fixed):
+    """The tutorial's loop with ``ClipPPOLoss(**fixed)``; ``value_clip``: ``clip_value = value_clip_eps`` (None: off)."""
+
+    def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+        options = dict(fixed)
+        if value_clip:
+            eps = config.get("value_clip_eps")
+            options["clip_value"] = None if eps is None else float(eps)
+        return _tutorial_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config, **options)
+
+    shown = [f"{k}={v!r}" for k, v in fixed.items()] + (["clip_value=value_clip_eps"] if value_clip else [])
+    ppo_update.__doc__ = f"The tutorial's loop with ClipPPOLoss({', '.join(shown)})."
+    return ppo_update
 
 
 # ---------------------------------------------------------------------------------------------
@@ -982,8 +1126,15 @@ tanh_log_prob_of_action = _variant(
 
 l2_critic = _variant(
     "ClipPPOLoss(loss_critic_type='l2'): the squared-error critic loss (F.mse_loss, no 0.5) instead of the default "
-    "smooth L1.",
+    "smooth L1, in the loss and in the tutorial's update loop.",
     ppo_value_loss=_value_loss("l2"),
+    ppo_update=_update_with(loss_critic_type="l2"),
+)
+l2_value_clip = SimpleNamespace(
+    __doc__="The tutorial's update loop with ClipPPOLoss(loss_critic_type='l2', clip_value=value_clip_eps): TorchRL's "
+            "value clipping (off by default), max of the squared errors of V and of V_old + clamp(V - V_old, -eps, eps).",
+    ppo_update=_update_with(value_clip=True, loss_critic_type="l2"),
+    RLSPEC_CONVENTIONS={**RLSPEC_CONVENTIONS, "value_clipping": "config"},
 )
 
 ddpg_delay_actor = _variant(
@@ -1001,7 +1152,7 @@ cql_state_by_state = _variant(
 td3_actor_loss = _variant("TD3Loss.actor_loss for the deterministic actor loss (DDPGLoss.loss_actor in the main column).",
                           dpg_actor_loss=_td3_dpg_actor_loss)
 
-VARIANTS = ("l2_critic", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
+VARIANTS = ("l2_critic", "l2_value_clip", "tanh_log_prob_of_action", "vec_gae", "gae_without_terminated", "vec_gae_without_terminated", "gae_module", "gae_module_vectorized",
             "ddpg_delay_actor", "sac_skip_done_states", "td3_actor_loss", "cql_state_by_state")
 
 

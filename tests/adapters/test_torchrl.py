@@ -134,6 +134,66 @@ def test_ppo_first_ratios_on_a_collected_squashed_batch():
                        torch.ones(16, dtype=torch.float64))
 
 
+
+# ---------------------------------------------------------------------------------------------
+# ppo_update: the PPO tutorial's training loop over ClipPPOLoss, on the suite's module and optimizer
+
+
+def _update(candidate, family="categorical", n=8, **config):
+    from rlspec.checks.clauses.ppo import BASE_CONFIG, UpdateCase
+
+    arguments = UpdateCase(family, n=n, seed=1).arguments("float64", config={**BASE_CONFIG, **config})
+    before = {name: p.detach().clone() for name, p in arguments["policy"].named_parameters()}
+    assert candidate.ppo_update(**arguments) is None  # the tutorial returns nothing; the suite watches
+    recording = arguments["optimizer"].recording
+    return arguments, before, recording
+
+
+@pytest.mark.parametrize("family", ["categorical", "gaussian"])
+def test_update_steps_the_suites_optimizer_through_the_loss_modules_parameters(family):
+    """ClipPPOLoss holds the suite's own parameters (actor and critic wrap one module): the tutorial's
+    clip_grad_norm_(loss_module.parameters()) and optim.step() act on them, B // minibatch steps an epoch, each
+    epoch a fresh permutation when the minibatch divides the batch."""
+    arguments, before, recording = _update(adapter, family, n=8, minibatch_size=4, epochs=3)
+    assert len(recording.steps) == 6
+    for epoch in range(3):
+        rows = sorted(r for k in (2 * epoch, 2 * epoch + 1) for r in recording.step_rows(k).tolist())
+        assert rows == list(range(8))
+    after = dict(arguments["policy"].named_parameters())
+    assert all(not torch.equal(before[name], after[name]) for name in ("actor.weight", "critic.weight"))
+
+
+def test_clip_epsilon_above_one_stops_the_actor():
+    """bugs-found 31: ClipPPOLoss clamps the log-ratio at log1p(-clip_epsilon), NaN for clip_epsilon > 1: the loss is
+    NaN and the policy's gradient 0, so the actor never moves while the critic learns; at 0.99 both move."""
+    arguments, before, _ = _update(adapter, clip_eps=10.0, minibatch_size=4, epochs=1, normalize_advantages=False)
+    after = dict(arguments["policy"].named_parameters())
+    assert torch.equal(before["actor.weight"], after["actor.weight"])
+    assert not torch.equal(before["critic.weight"], after["critic.weight"])
+    arguments, before, _ = _update(adapter, clip_eps=0.99, minibatch_size=4, epochs=1, normalize_advantages=False)
+    assert not torch.equal(before["actor.weight"], dict(arguments["policy"].named_parameters())["actor.weight"])
+
+
+def test_tutorial_minibatches_carry_an_epochs_leftovers_into_the_next():
+    """bugs-found 32: 8 rows in minibatches of 3, 8 // 3 = 2 samples an epoch: the 2 rows the first epoch left in
+    SamplerWithoutReplacement's permutation are the second epoch's first, short, minibatch."""
+    _, _, recording = _update(adapter, n=8, minibatch_size=3, epochs=2)
+    sizes = [len(recording.step_rows(k)) for k in range(len(recording.steps))]
+    assert sizes == [3, 3, 2, 3]
+    first = set(recording.step_rows(0).tolist()) | set(recording.step_rows(1).tolist())
+    assert set(recording.step_rows(2).tolist()) == set(range(8)) - first
+
+
+def test_l2_value_clip_maps_value_clip_eps_onto_clip_value():
+    """The variant builds ClipPPOLoss(clip_value=value_clip_eps, loss_critic_type="l2"); without value_clip_eps it
+    is the l2_critic update, step for step."""
+    assert load("torchrl:l2_value_clip").conventions["value_clipping"] == "config"
+    assert load("torchrl").conventions["value_clipping"] == "none"
+    runs = [_update(candidate, minibatch_size=4, epochs=1)[2] for candidate in (adapter.l2_critic, adapter.l2_value_clip)]
+    for a, b in zip(runs[0].steps, runs[1].steps):
+        assert all(np.array_equal(a.grads[name], b.grads[name]) for name in a.grads)
+
+
 # ---------------------------------------------------------------------------------------------
 # off-policy and offline: the facts behind the verdicts
 
