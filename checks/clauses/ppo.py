@@ -933,8 +933,12 @@ def value_clip_of(ctx, config: dict) -> float | None:
 def minibatch_sizes(remainder: str, n: int, size: int) -> list[int]:
     """The sizes of one epoch's minibatches when ``size`` does not divide ``n``: the remainder a last, smaller
     minibatch (``kept``), dropped (``dropped``), or joined to the last full one (``merged``: Tianshou's
-    ``Batch.split(size, merge_last=True)``)."""
+    ``Batch.split(size, merge_last=True)``), or ceil(n / size) minibatches of sizes differing by at most one
+    (``balanced``: skrl's ``np.array_split(indexes, mini_batches)``)."""
     full, rest = divmod(n, size)
+    if remainder == "balanced":
+        parts = full + (1 if rest else 0)
+        return [len(part) for part in np.array_split(np.arange(n), parts)] if parts else []
     if remainder == "kept":
         return [size] * full + ([rest] if rest else [])
     if remainder == "dropped":
@@ -1411,7 +1415,7 @@ def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
         elif run.steps == epochs:
             hint = "one step per epoch: the whole batch in one minibatch"
         else:
-            for other in ("kept", "dropped", "merged"):
+            for other in ("kept", "dropped", "merged", "balanced"):
                 if other != remainder and run.steps == epochs * len(minibatch_sizes(other, n, size)):
                     hint = (f"the remainder of {n} samples in minibatches of {size} is {other} (declared: {remainder}); declare "
                             f"minibatch_remainder = '{other}' if that is the design")
