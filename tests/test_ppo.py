@@ -452,7 +452,7 @@ def test_a_dropped_remainder_is_declared():
     assert result.status == "fail" and "declare minibatch_remainder = 'dropped'" in result.cause
 
 
-@pytest.mark.parametrize("remainder, sizes", [("kept", [3, 3, 2]), ("dropped", [3, 3]), ("merged", [3, 5])])
+@pytest.mark.parametrize("remainder, sizes", [("kept", [3, 3, 2]), ("dropped", [3, 3]), ("merged", [3, 5]), ("balanced", [3, 3, 2])])
 def test_the_remainder_conventions(remainder, sizes):
     assert checks.minibatch_sizes(remainder, 8, 3) == sizes
     assert checks.minibatch_sizes(remainder, 6, 3) == [3, 3] and checks.minibatch_sizes(remainder, 2, 3) == ([2] if remainder != "dropped" else [])

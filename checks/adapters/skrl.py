@@ -194,7 +194,13 @@ RLSPEC_CONVENTIONS = {
     "advantage_eps_form": "std",  # (A - mean) / (std + 1e-8) inside compute_gae, always on
     "advantage_normalization": "batch",  # the whole rollout (T x N), before the minibatches
     "kl_stop": "minibatch",  # kl_threshold (0 = off) checked before each minibatch's step; break leaves the minibatch loop only
-    "kl_stop_factor": 1.0,
+    "kl_stop_factor": 1.0,  # kl_divergence > kl_threshold
+    "kl_stop_statistic": "last-minibatch",  # each minibatch's own k3, ((exp(x) - 1) - x).mean() on its rows
+    # ppo_update (PPO.update(), ppo.py:326-475)
+    "value_clipping": "config",  # value_clip (0.2 by default; <= 0: off): the adapter passes value_clip_eps, None -> 0
+    "advantage_normalization_switch": "always",  # compute_gae standardises the advantages, no switch
+    "minibatch_remainder": "balanced",  # memory.sample(mini_batches=...): np.array_split of one randperm per epoch
+    "ppo_update_policy_families": ["categorical", "gaussian"],  # CategoricalMixin, GaussianMixin
     # facts about the library that no clause judges (not conventions):
     # value_clip_form: "clipped prediction only" (value_clip = 0.2 by default)
     # value_loss_scale: 2.5 (skrl's default critic coefficient)
@@ -464,6 +470,133 @@ def normalize_advantages(advantages):
     _, normalised = compute_gae(rewards=A, terminated=no, truncated=no, values=zeros, last_values=zeros[-1],
                                 discount_factor=0.0, lambda_coefficient=0.0)
     return normalised.reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole PPO update: PPO.update() as the trainer calls it, on the suite's module and optimizer
+
+
+class _SuiteModel(Model):
+    """The suite's ``policy(obs) -> (dist, values)`` as one skrl model shared by the roles "policy" and "value"
+    (skrl's shared-model form: ``models={"policy": m, "value": m}``), as a skrl user would wrap a torch module.
+    ``act`` with ``taken_actions`` answers the module's ``evaluate_actions`` (log pi summed over a Gaussian's
+    dimensions, as GaussianMixin's default reduction, and the entropy ``get_entropy`` returns); role "value" its
+    values. Observations and actions come from skrl's float32 memory and are cast to the module's dtype (one-hot
+    rows survive the cast exactly). While ``collecting``, ``act`` answers what the collector stored (the suite's
+    actions, ``logp_old`` and ``values_old``) without a forward: the rollout is the suite's."""
+
+    def __init__(self, module, observation_space, action_space, stored):
+        Model.__init__(self, observation_space=observation_space, action_space=action_space, device="cpu")
+        self.module = module  # registers the suite's parameters: parameters() is what skrl clips
+        self.dtype = next(module.parameters()).dtype
+        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        self.stored, self.collecting, self._entropy = stored, True, None
+
+    def compute(self, inputs, role=""):  # pragma: no cover - act() answers directly
+        raise NotImplementedError
+
+    def act(self, inputs, *, role=""):
+        if self.collecting:
+            actions, logp_old, values_old = self.stored
+            return (values_old, {}) if role == "value" else (actions, {"log_prob": logp_old})
+        obs = inputs["observations"].to(self.dtype)
+        if role == "value":
+            return self.module(obs)[1].reshape(-1, 1), {}
+        actions = inputs["taken_actions"]
+        actions = actions.reshape(-1).long() if self.discrete else actions.to(self.dtype)
+        _, log_prob, entropy = self.module.evaluate_actions(obs, actions)
+        self._entropy = entropy.reshape(-1, 1)
+        return actions, {"log_prob": log_prob.reshape(-1, 1)}  # (B, 1), as skrl's mixins return it
+
+    def get_entropy(self, *, role=""):
+        return self._entropy
+
+    def distribution(self, *, role=""):
+        return torch.distributions.Normal(torch.zeros(1), torch.ones(1))  # update() logs its stddev only
+
+
+@contextlib.contextmanager
+def _gae_normalising(returns: torch.Tensor, advantages: torch.Tensor):
+    """For the duration of an update(): the PPO module's compute_gae returns the suite's returns and skrl's own
+    normalisation of the suite's advantages, i.e. the real compute_gae on rewards A, values 0, every step
+    terminated (its advantage is then r - v = A, which it standardises over the whole rollout, always)."""
+    original = skrl_ppo_module.compute_gae
+
+    def given(**_):
+        A = advantages.reshape(1, -1, 1)
+        zeros, done = torch.zeros_like(A), torch.ones_like(A, dtype=torch.bool)
+        _, normalised = original(rewards=A, terminated=done, truncated=~done, values=zeros, last_values=zeros[-1])
+        return returns.reshape(1, -1, 1), normalised
+
+    skrl_ppo_module.compute_gae = given
+    try:
+        yield
+    finally:
+        skrl_ppo_module.compute_gae = original
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """update()'s minibatch order is RandomMemory.sample's ``torch.randperm`` on torch's global generator: seed it
+    from the suite's seed for the call, and put every global RNG back."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.default_generator.manual_seed(int(seed))
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(python_state)
+
+
+def _mini_batches(n: int, minibatch_size: int) -> int:
+    """skrl takes a number of minibatches, not a size: ceil(B / minibatch_size), split by np.array_split into parts
+    that differ by at most one sample (declared minibatch_remainder = "balanced")."""
+    return max(1, -(-n // max(1, int(minibatch_size))))
+
+
+def ppo_update(policy, optimizer, obs, actions, logp_old, advantages, returns, values_old, config):
+    """One real ``PPO.update()`` at skrl's defaults but for the protocol's hyperparameters at their skrl names
+    (``learning_epochs``, ``mini_batches``, ``ratio_clip``, ``value_loss_scale = vf_coef``, ``entropy_loss_scale``,
+    ``grad_norm_clip``, ``kl_threshold`` (0 = off), ``value_clip`` = value_clip_eps or 0 = off), on a memory of one
+    transition of B environments recorded by the agent's own ``act`` + ``record_transition`` (observations,
+    actions, ``log_prob`` = logp_old and ``values`` = values_old, float32 as skrl stores them), its ``optimizer``
+    the suite's (skrl builds an Adam at construction; a user swaps it the same way). Returns nothing."""
+    n = len(obs)
+    discrete = not actions.is_floating_point()
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (obs.shape[-1],), np.float32)
+    if discrete:
+        action_space = gymnasium.spaces.Discrete(int(actions.max()) + 1 if actions.numel() else 1)
+    else:
+        action_space = gymnasium.spaces.Box(-np.inf, np.inf, tuple(actions.shape[1:]), np.float32)
+    column = lambda x: x.detach().to(torch.float32).reshape(n, 1)
+    stored = (actions.detach().to(torch.float32).reshape(n, -1), column(logp_old), column(values_old))
+    model = _SuiteModel(policy, observation_space, action_space, stored)
+    target_kl, value_clip = config["target_kl"], config.get("value_clip_eps")
+    cfg = {"rollouts": 1, "learning_epochs": int(config["epochs"]), "mini_batches": _mini_batches(n, config["minibatch_size"]),
+           "ratio_clip": float(config["clip_eps"]), "value_clip": 0.0 if value_clip is None else float(value_clip),
+           "value_loss_scale": float(config["vf_coef"]), "entropy_loss_scale": float(config["ent_coef"]),
+           "grad_norm_clip": float(config["max_grad_norm"]), "kl_threshold": 0.0 if target_kl is None else float(target_kl),
+           "experiment": ExperimentCfg(write_interval=0, checkpoint_interval=0)}
+    training = policy.training
+    with _seeded(config["seed"]):
+        agent = PPO(models={"policy": model, "value": model}, memory=RandomMemory(memory_size=1, num_envs=n, device="cpu"),
+                    observation_space=observation_space, action_space=action_space, device="cpu", cfg=cfg)
+        agent.init()
+        agent.optimizer = optimizer
+        agent.enable_training_mode(True)
+        observations = obs.detach().to(torch.float32)
+        no = torch.zeros(n, 1, dtype=torch.bool)
+        with torch.no_grad():  # as skrl's trainers step the agent
+            _step(agent, observations, torch.zeros(n, 1), observations, no, no, 0, 1)
+        model.collecting = False
+        with _gae_normalising(returns.detach().to(torch.float32), advantages.detach().to(torch.float32)), torch.enable_grad():
+            agent.enable_models_training_mode(True)  # post_interaction's three lines around update()
+            agent.update(timestep=0, timesteps=1)
+            agent.enable_models_training_mode(False)
+    policy.train(training)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,6 +69,35 @@ def test_the_compute_gae_stub_is_removed_after_an_update():
     assert module.compute_gae is skrl.compute_gae
 
 
+def _update_run(kind="categorical", n=9, config=None):
+    from rlspec.checks.clauses.ppo import BASE_CONFIG, UpdateCase
+
+    config = {**BASE_CONFIG, "epochs": 2, "minibatch_size": 4, **(config or {})}
+    arguments = UpdateCase(kind, n=n, seed=5).arguments("float64", config=config)
+    assert skrl.ppo_update(**arguments) is None  # skrl's update returns nothing: the suite records it
+    return arguments["optimizer"]
+
+
+def test_ppo_update_steps_the_suites_optimizer_in_balanced_minibatches():
+    """PPO.update() with mini_batches = ceil(9 / 4) = 3: np.array_split of one randperm per epoch, sizes 3, 3, 3
+    (not 4, 4, 1), every sample once per epoch, a fresh order each epoch."""
+    optimizer = _update_run()
+    recording = optimizer.recording
+    rows = [recording.step_rows(k).tolist() for k in range(optimizer.steps)]
+    assert optimizer.steps == 6 and [len(r) for r in rows] == [3] * 6
+    assert sorted(sum(rows[:3], [])) == sorted(sum(rows[3:], [])) == list(range(9))
+    assert sum(rows[:3], []) != sum(rows[3:], [])
+    assert all(step.zero_grads == 1 for step in recording.steps)  # optimizer.zero_grad() before each backward
+
+
+def test_ppo_update_puts_compute_gae_back_and_the_module_in_its_mode():
+    from skrl.agents.torch.ppo import ppo as module
+
+    before = module.compute_gae
+    optimizer = _update_run("gaussian", n=6, config={"value_clip_eps": 0.2, "target_kl": 0.01})
+    assert module.compute_gae is before and optimizer.steps >= 1
+
+
 def test_log_std_is_clamped_by_default():
     """GaussianMixin(clip_log_std=True), skrl's default: a log-std of 3 is scored as 2 (skrl.xfail)."""
     entropy = lambda log_std: 0.5 * np.log(2 * np.pi * np.e) + log_std
