@@ -686,6 +686,8 @@ class UpdateCase:
     policy's own log-probabilities, as a collector stores them. ``positive`` draws advantages > 0.
     ``value_spread``: the stored values_old are the policy's values plus N(0, spread^2) noise, drawn last
     (a collector's values from an older critic), so a clipped value loss clips from the first step.
+    ``idle``: samples whose advantage is 0 (drawn, then zeroed). With ent_coef 0 and a categorical policy their
+    states' logits get no gradient, so their k3 stays 0 while the others' grows.
     """
 
     kind: str = "categorical"
@@ -695,6 +697,7 @@ class UpdateCase:
     offset: tuple = ()
     positive: bool = False
     value_spread: float = 0.5
+    idle: tuple = ()
 
     def build(self, dtype):
         """(policy, optimizer, batch tensors) in ``dtype``, as the candidate receives them."""
@@ -719,6 +722,7 @@ class UpdateCase:
             advantages = 2 * torch.randn(self.n, generator=g, dtype=torch.float64)
             if self.positive:
                 advantages = advantages.abs() + 0.2
+            advantages[list(self.idle)] = 0.0
             returns = values.double() + torch.randn(self.n, generator=g, dtype=torch.float64)
             stale = self.value_spread * torch.randn(self.n, generator=g, dtype=torch.float64)
         batch = {
@@ -1682,7 +1686,7 @@ def check_no_step_after_fired_test(run: UpdateRun, rule: StopRule, kls, per_epoc
             raise ClauseFailure(
                 f"with {where} ppo_update evaluated the minibatch of rows {rows.tolist()} after {before} optimizer steps, "
                 f"where {rule.text()} was {statistic:.4g} > {threshold:.4g}, took no step on it (the stop fired), and then "
-                f"took {run.steps - before} more optimizer steps", call=run.code,
+                f"took {run.steps - before} more optimizer step{'s' if run.steps - before > 1 else ''}", call=run.code,
                 cause="a step after the stop fired: the break leaves only the minibatch loop, and the next epoch tests its "
                 "first minibatch again and steps while that minibatch's KL is below the target")
 
@@ -1747,6 +1751,10 @@ KL_CASES = [  # (case, minibatch size, epochs, shuffle seed)
     # different epochs, both ways (tests/test_ppo.py pins that they exist)
     (UpdateCase("categorical", n=8, seed=6, lr=0.3, positive=True), 4, 6, 1),
     (UpdateCase("gaussian", n=9, seed=8, lr=0.01, positive=True), 3, 5, 3),
+    # per-row KLs far apart: six of eight rows have advantage 0 and keep k3 = 0, so after a test fires a later
+    # epoch soon opens with a minibatch of them that passes it; a loop whose break leaves only the minibatch
+    # loop then steps again (under kl_stop "minibatch"), and the statistics' windows differ strongly
+    (UpdateCase("categorical", n=8, seed=6, lr=0.5, positive=True, idle=(0, 1, 2, 3, 4, 5)), 2, 8, 0),
 ]
 
 
