@@ -686,6 +686,8 @@ class UpdateCase:
     policy's own log-probabilities, as a collector stores them. ``positive`` draws advantages > 0.
     ``value_spread``: the stored values_old are the policy's values plus N(0, spread^2) noise, drawn last
     (a collector's values from an older critic), so a clipped value loss clips from the first step.
+    ``idle``: samples whose advantage is 0 (drawn, then zeroed). With ent_coef 0 and a categorical policy their
+    states' logits get no gradient, so their k3 stays 0 while the others' grows.
     """
 
     kind: str = "categorical"
@@ -695,6 +697,7 @@ class UpdateCase:
     offset: tuple = ()
     positive: bool = False
     value_spread: float = 0.5
+    idle: tuple = ()
 
     def build(self, dtype):
         """(policy, optimizer, batch tensors) in ``dtype``, as the candidate receives them."""
@@ -719,6 +722,7 @@ class UpdateCase:
             advantages = 2 * torch.randn(self.n, generator=g, dtype=torch.float64)
             if self.positive:
                 advantages = advantages.abs() + 0.2
+            advantages[list(self.idle)] = 0.0
             returns = values.double() + torch.randn(self.n, generator=g, dtype=torch.float64)
             stale = self.value_spread * torch.randn(self.n, generator=g, dtype=torch.float64)
         batch = {
@@ -1647,6 +1651,46 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2, *, minibat
     return verify_stop(run, rule, per_epoch, threshold, target, factor, epochs)
 
 
+def untaken_minibatches(run: UpdateRun):
+    """(steps before it, rows, k3, tol) of each minibatch evaluated during the update whose forward fed no step and
+    after which steps still followed: where kl_stop is "minibatch", a test that fired leaves exactly such a
+    forward. Forwards of more rows than a minibatch (a collector's or a logger's pass over the batch) and repeats
+    of the next step's own rows (a separate no-grad forward for the KL) are not minibatches left untaken."""
+    fed = {i for step in run.recording.steps for i in step.forwards}
+    size, seen, out = run.config["minibatch_size"], set(), []
+    for f in run.recording.forwards:
+        if f.index in fed or f.rows is None or len(f.rows) == 0 or f.version >= run.steps or len(f.rows) > size:
+            continue
+        key = (f.version, frozenset(f.rows.tolist()))
+        if key in seen or key[1] == frozenset(run.rows(f.version).tolist()):
+            continue
+        seen.add(key)
+        out.append((f.version, f.rows, *minibatch_kl(run, run.params(f.version), f.rows)))
+    return out
+
+
+def check_no_step_after_fired_test(run: UpdateRun, rule: StopRule, kls, per_epoch: int, threshold: float, where: str) -> None:
+    """Under kl_stop "minibatch", a minibatch evaluated and not stepped on, whose test (the declared statistic with
+    it as the latest minibatch) clearly exceeds the threshold, is a stop that fired: no step may follow it. Its
+    own recording's step KLs cannot show it (every step taken passed its test), so the untaken forward is read."""
+    if rule.place != "minibatch":
+        return
+    untaken = untaken_minibatches(run)
+    if untaken:  # the first: up to it every minibatch was stepped on, so the epochs' windows are the steps'
+        before, rows, value, tol = untaken[0]
+        stats = rule.statistics(kls[:before] + [(value, tol)], per_epoch)
+        if any(v > threshold for _, v, _ in stats[:-1]):
+            return  # an earlier test fired on the steps themselves: the step count says so
+        _, statistic, stat_tol = stats[-1]
+        if statistic > threshold + stat_tol:
+            raise ClauseFailure(
+                f"with {where} ppo_update evaluated the minibatch of rows {rows.tolist()} after {before} optimizer steps, "
+                f"where {rule.text()} was {statistic:.4g} > {threshold:.4g}, took no step on it (the stop fired), and then "
+                f"took {run.steps - before} more optimizer step{'s' if run.steps - before > 1 else ''}", call=run.code,
+                cause="a step after the stop fired: the break leaves only the minibatch loop, and the next epoch tests its "
+                "first minibatch again and steps while that minibatch's KL is below the target")
+
+
 def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float, target: float, factor: float, epochs: int) -> bool:
     kls = step_kls(run)
     trailing = trailing_kl(run)
@@ -1654,6 +1698,7 @@ def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float
     stats = rule.statistics(path, per_epoch)
     described = ", ".join(f"{v:.4g}" for _, v, _ in stats[:10])
     where = f"target_kl = {target:.4g} (x factor {factor:g}: threshold {threshold:.4g})"
+    check_no_step_after_fired_test(run, rule, kls, per_epoch, threshold, where)
     for index, value, tol in stats:
         if abs(value - threshold) <= tol:
             return False  # too close to call
@@ -1706,6 +1751,10 @@ KL_CASES = [  # (case, minibatch size, epochs, shuffle seed)
     # different epochs, both ways (tests/test_ppo.py pins that they exist)
     (UpdateCase("categorical", n=8, seed=6, lr=0.3, positive=True), 4, 6, 1),
     (UpdateCase("gaussian", n=9, seed=8, lr=0.01, positive=True), 3, 5, 3),
+    # per-row KLs far apart: six of eight rows have advantage 0 and keep k3 = 0, so after a test fires a later
+    # epoch soon opens with a minibatch of them that passes it; a loop whose break leaves only the minibatch
+    # loop then steps again (under kl_stop "minibatch"), and the statistics' windows differ strongly
+    (UpdateCase("categorical", n=8, seed=6, lr=0.5, positive=True, idle=(0, 1, 2, 3, 4, 5)), 2, 8, 0),
 ]
 
 
