@@ -27,7 +27,8 @@ CODE_SOURCES = sorted({s for c in CLAUSES for s in c.sources if isinstance(s, Co
 
 def pinned_versions() -> dict[str, str]:
     """Library -> the version its adapter is pinned to: pyproject's extras (``name~=X``) and the
-    install scripts of the libraries installed with --no-deps (``"name==X"``)."""
+    install scripts of the libraries installed with --no-deps (``"name==X"``, or the script's own library at
+    ``${RLSPEC_RELEASE:-X}``)."""
     pins = {}
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     for requirements in extras.values():
@@ -36,8 +37,12 @@ def pinned_versions() -> dict[str, str]:
             if m:
                 pins[m.group(1).lower()] = m.group(2)
     for script in sorted((ROOT / ".ci" / "install").glob("*.sh")):
-        for name, version in re.findall(r'"([A-Za-z0-9_.-]+)==([0-9][0-9.]*)"', script.read_text(encoding="utf-8")):
+        text = script.read_text(encoding="utf-8")
+        for name, version in re.findall(r'"([A-Za-z0-9_.-]+)==([0-9][0-9.]*)"', text):
             pins[name.lower()] = version
+        # the library the script is named after, at its default release (rlspec matrix --releases overrides it)
+        for version in re.findall(r"\$\{RLSPEC_RELEASE:-([0-9][0-9.]*)\}", text):
+            pins[script.stem.lower()] = version
     return pins
 
 
