@@ -375,11 +375,17 @@ def _describe_change(name: str, before, after) -> str:
     return name
 
 
+# Candidate calls that moved a global RNG (restored after each): a verdict reached after one may depend on the
+# RNG's state, not on the inputs alone (verdict.Context.seed_dependent reads it).
+rng_draws = 0
+
+
 def _invoke(function, converted: dict[str, Any], operation: str):
     """One call of candidate code: output captured, warnings silenced, global state restored.
 
     Returns ``(result, printed, changes)``; raises CandidateError if it raised or broke state.
     """
+    global rng_draws
     before = _global_state()
     with warnings.catch_warnings(), captured_output() as printed, np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
@@ -389,15 +395,19 @@ def _invoke(function, converted: dict[str, Any], operation: str):
         except KeyboardInterrupt:
             raise
         except MemoryError:
+            rng_draws += 1  # not looked at: assume it drew
             _restore(before)
             raise CandidateError(f"{operation} raised MemoryError (out of memory)") from None
         except BaseException as exc:  # SystemExit too: a candidate cannot stop the suite
+            after = _global_state(before["numpy global RNG"])
+            rng_draws += any("RNG" in k and not _same(before[k], after.get(k)) for k in before)
             _restore(before)
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise CandidateError(f"{operation} raised {type(exc).__name__}" + (f": {message}" if message else "")) from None
         filters_changed = warnings.filters != filters
     after = _global_state(before["numpy global RNG"])
     changed = [k for k in before if not _same(before[k], after.get(k))]
+    rng_draws += any("RNG" in k for k in changed)
     _restore(before, changed)
     changes = [_describe_change(k, before[k], after.get(k)) for k in changed]
     if filters_changed:

@@ -97,6 +97,10 @@ class ClauseResult:
     xpass: bool = False  # declared as a deviation (xfail) but conforms
     evidence: list[str] = field(default_factory=list)  # what is known about a failure's cause beyond `cause`
     features: list[str] = field(default_factory=list)  # features of the failing input (for the run's summary)
+    # Whether the verdict may depend on the seed: False only when nothing seed-dependent was consumed before it
+    # (no seed, no drawn example, no RNG moved; Context.seed_dependent), so every seed replays the very same
+    # computation up to the verdict. Not in the JSON report (a property of how the verdict was reached).
+    seed_dependent: bool = True
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -124,7 +128,8 @@ class Context:
         self.candidate = candidate
         self.clause = clause
         self.profile = profile
-        self.seed = seed
+        self._seed = seed
+        self.seed_read = False  # whether a check has read the seed (directly, or through seed_for, rng, property)
         self.dtype = np.dtype(dtype)
         self.notes: list[str] = []
         self.conventions: dict[str, Any] = {}  # the conventions this clause's checks read, with their values in force
@@ -197,6 +202,12 @@ class Context:
         if made and len(self.examples_seen) < 2000:
             self.examples_seen.append((failed, frozenset(features(made[0].args))))
 
+    @property
+    def seed(self) -> int:
+        """The run's seed. Reading it marks the verdict seed-dependent (see :meth:`seed_dependent`)."""
+        self.seed_read = True
+        return self._seed
+
     def seed_for(self, label: str) -> int:
         digest = hashlib.sha256(f"{self.seed}:{self.clause.id}:{label}".encode()).digest()
         return int.from_bytes(digest[:4], "little")
@@ -249,6 +260,45 @@ class Context:
                 run()
         finally:
             self.drawing = drawing
+
+
+    def seed_dependent(self, before: tuple) -> bool:
+        """Whether what the checks computed so far may depend on the seed, given :func:`random_state` as it was
+        when they started. False only when it provably does not: no check read the seed (``seed``, ``seed_for``,
+        ``rng``, ``property``), no global RNG moved (numpy's, torch's, Python's, Hypothesis' own: a check drawing
+        from one without the context, or a bare ``@given``, moves it), and no candidate call moved one (restored
+        after each call, but what it drew may have shaped its output). Unsure counts as dependent."""
+        if self.seed_read or protocol.rng_draws != before[0]:
+            return True
+        numpy_before = before[1][1]
+        if protocol._numpy_rng_unchanged(numpy_before):  # 1 us where get_state() copies the key (0.1 ms)
+            then, now = before[1][:1] + before[1][2:], random_state(numpy=False)[1]
+        else:
+            then, now = before[1], random_state()[1]
+        return len(then) != len(now) or not all(protocol._same(a, b) for a, b in zip(then, now))
+
+
+def random_state(numpy: bool = True) -> tuple[int, tuple]:
+    """``(candidate calls that moved an RNG so far, the global RNGs' states)``, for :meth:`Context.seed_dependent`
+    (``numpy=False``: without numpy's, which the caller compared on its own). A generator whose state cannot be
+    read is a fresh object each time, so it never compares equal: dependent."""
+    import random
+    import sys
+
+    states: list[Any] = [random.getstate()] + ([np.random.get_state()] if numpy else [])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        states.append(torch.get_rng_state())
+        if torch.cuda.is_initialized():
+            states.append(tuple(torch.cuda.get_rng_state_all()))
+    core = sys.modules.get("hypothesis.core")
+    if core is not None:  # what a bare @given without a seed draws its seed from
+        try:
+            own = core.threadlocal._hypothesis_global_random
+            states.append(None if own is None else own.getstate())
+        except AttributeError:
+            states.append(object())
+    return protocol.rng_draws, tuple(states)
 
 
 LOCAL_CONSTANTS = "hypothesis.internal.conjecture.providers._get_local_constants"  # the patch point
@@ -318,10 +368,12 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
         return result
     start = time.perf_counter()
     context = Context(candidate, clause, profile, seed, dtype)
+    before = random_state()
     try:
         for check in checks:
             check.function(context)
     except ClauseFailure as failure:
+        result.seed_dependent = context.seed_dependent(before)  # at the verdict, before the evidence is gathered
         result.status, result.message = "fail", failure.message
         result.counterexample, result.call = failure.table, failure.call
         result.cause, result.evidence, result.features = _evidence(context, clause, failure)
@@ -333,6 +385,8 @@ def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile,
         raise
     except BaseException as exc:  # noqa: BLE001 - the suite itself never crashes
         result.status, result.message = _unexpected(exc)
+    if result.status != "fail":
+        result.seed_dependent = context.seed_dependent(before)
     result.seconds = time.perf_counter() - start
     result.notes = context.notes
     result.conventions = context.conventions

@@ -703,7 +703,11 @@ class UpdateCase:
         """(policy, optimizer, batch tensors) in ``dtype``, as the candidate receives them."""
         tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
         g = torch.Generator().manual_seed(self.seed)
-        policy = ObservedActorCritic(self.n, ACTION_DIM[self.kind], self.kind)
+        # nn.Linear draws its initial weights from torch's global generator; they are overwritten below, so the
+        # draw is undone: the global RNG stays where it was (a verdict reached here then depends on no RNG state,
+        # and one seed stands for all in tests/test_mutants.py)
+        with torch.random.fork_rng(devices=[]):
+            policy = ObservedActorCritic(self.n, ACTION_DIM[self.kind], self.kind)
         with torch.no_grad():
             policy.actor.weight.copy_(torch.randn(policy.actor.weight.shape, generator=g, dtype=torch.float64))
             policy.critic.weight.copy_(torch.randn(policy.critic.weight.shape, generator=g, dtype=torch.float64))
@@ -1082,7 +1086,8 @@ def expected_step_gradient(run: UpdateRun, params: dict, rows: np.ndarray, loss:
     and a per-parameter tolerance (the derivation above). Returns (expected, tolerance, unclipped norm)."""
     cfg, B, u = run.config, len(rows), run.u
     kind = run.case.kind
-    policy = LinearActorCritic(run.case.n, ACTION_DIM[kind], kind).double()
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's initial draw, overwritten below, leaves the global RNG as it was
+        policy = LinearActorCritic(run.case.n, ACTION_DIM[kind], kind).double()
     with torch.no_grad():
         for name, p in policy.named_parameters():
             p.copy_(torch.from_numpy(params[name]))
