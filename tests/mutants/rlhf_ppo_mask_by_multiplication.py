@@ -7,7 +7,7 @@ past exp's overflow)."""
 import torch
 
 RLSPEC_MUTANT = {"clauses": ["RLHF-PPO-MASKED-TOKENS", "RLHF-PPO-TOKEN-GRADIENT-TABLE"],
-                 "bug": "the per-token loss masked by multiplication: inf x 0 = NaN at padding past exp's overflow"}
+                 "bug": "R48 trl-ppo-loss-masked-by-multiplication"}
 
 
 def token_ppo_loss(logp_new, logp_old, advantages, mask, clip_low, clip_high, dual_clip=None):
