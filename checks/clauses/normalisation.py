@@ -357,6 +357,14 @@ def diagnose_moments(x, batch_end, c0, mean, var, tol_m, tol_v, decay=None) -> s
         stats = merge_bounds(stats, m_b, v_b, len(rows), zero, zero, 0.0, decay=decay)
         v_u = rows.var(axis=0, ddof=1) if len(rows) > 1 else np.full(x.shape[1], np.nan)
         unbiased = merge_bounds(unbiased, m_b, v_u, len(rows), zero, zero, 0.0, decay=decay)
+    if decay is not None:  # moving averages of x and x^2 bias-corrected after forming their variance (VecNormV2):
+        # (c s - (c m)^2) / c = s - c m^2 with c = 1 - d^n after n updates, i.e. the variance plus d^n m^2
+        m, v, _ = concatenation(x, batch_end, c0, decay)
+        late = v + float(decay) ** len(parts) * m**2
+        off = np.abs(late - v)  # its own rounding (a cancellation at a large mean) need only be of its kind, as below
+        if np.any(off > tol_v) and np.all(np.abs(var - late) <= np.maximum(0.5 * off, tol_v)):
+            return ("the moving averages of x and x^2 are bias-corrected after forming E[x^2] - E[x]^2: the variance keeps "
+                    "decay^count times the squared mean (it must be E_c[x^2] - E_c[x]^2 of the corrected averages)")
     for dtype in (np.float32, np.float64):  # the one-pass formula E[x^2] - E[x]^2 from running sums
         naive = naive_moments(parts, c0, decay, dtype)
         # its rounding differs with the order of the sums: the candidate's error need only be of the naive one's kind

@@ -1638,10 +1638,13 @@ def check_kl_stop(ctx, case: UpdateCase, seed: int, step_at: int = 2, *, minibat
     check_finite_parameters(free)
     rule = replace(rule, u=free.u)
     if free.steps != epochs * per_epoch:
+        off_by_one = free.steps in ((epochs + 1) * per_epoch, (epochs - 1) * per_epoch)
         raise ClauseFailure(
             f"with target_kl None and {epochs} epochs of {per_epoch} minibatches, ppo_update took {free.steps} optimizer steps; "
-            f"expected {epochs * per_epoch}", call=free.code,
-            cause="the update stops early without a KL target, or steps more than once per minibatch")
+            f"expected {epochs * per_epoch}", call=free.code, diagnosed=off_by_one,  # else the usual suspects, unread
+            cause=f"the update ran {free.steps // per_epoch} epochs of {per_epoch} minibatch{'es' if per_epoch > 1 else ''}: epochs off "
+                  "by one" if off_by_one else
+            "the update stops early without a KL target, or steps more than once per minibatch")
     kls = step_kls(free)
     threshold = place_threshold(rule, kls, per_epoch, step_at)
     if threshold is None:
@@ -1696,6 +1699,28 @@ def check_no_step_after_fired_test(run: UpdateRun, rule: StopRule, kls, per_epoc
                 "first minibatch again and steps while that minibatch's KL is below the target")
 
 
+def other_rule_stopping_at(steps: int, rule: StopRule, path, per_epoch: int, threshold: float, epochs: int) -> str:
+    """The cause where exactly one other rule (place x statistic), applied to the same recorded KLs, stops after
+    ``steps``, clear of the threshold at every test it makes up to there; else "" (the numbers single out none)."""
+    found = []
+    for place in ("minibatch", "epoch"):
+        for statistic in ("last-minibatch", "epoch-mean"):
+            other = replace(rule, place=place, statistic=statistic)
+            if other == rule:
+                continue
+            stats = other.statistics(path, per_epoch)
+            decided = [(i, v, t) for i, v, t in stats if i <= steps]
+            if any(abs(v - threshold) <= t for _, v, t in decided):
+                continue  # too close to call
+            if (other.stop(path, per_epoch, threshold) or epochs * per_epoch) == steps:
+                found.append(other)
+    if len(found) != 1:
+        return ""
+    other = found[0]
+    return (f"the stop reads {other.text()}, not the declared rule; declare kl_stop = {other.place!r} and "
+            f"kl_stop_statistic = {other.statistic!r} if that is the design")
+
+
 def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float, target: float, factor: float, epochs: int) -> bool:
     kls = step_kls(run)
     trailing = trailing_kl(run)
@@ -1715,13 +1740,19 @@ def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float
     # k3 is never negative; k1 is, once the sampled actions gained probability (all zero: a ratio of 1 says nothing)
     k1_like = run.approx_kl is not None and len(run.approx_kl) > 0 and bool(np.all(run.approx_kl <= 0)) \
         and bool(np.any(run.approx_kl < 0))
+    other = other_rule_stopping_at(run.steps, rule, path, per_epoch, threshold, epochs)
+    if run.steps > expected and not other:  # what the step count alone singles out
+        if run.steps == epochs * per_epoch:
+            other = "the update never stopped: target_kl is not read (a renamed setting), or its test never fires"
+        elif run.steps == expected + 1:
+            other = "one optimizer step follows the stop: the test (or the break) takes effect only after the next step"
     if run.steps > expected:
         raise ClauseFailure(
             f"with {where} ppo_update took {run.steps} optimizer steps; the stop rule fired after {expected}: {rule.text()} was "
             f"{described} at its successive tests (exact k3 of each minibatch, measured before its step), and no step may follow",
-            call=run.code, diagnosed=k1_like,  # otherwise the usual suspect, not read from the numbers
+            call=run.code, diagnosed=k1_like or bool(other),  # otherwise the usual suspects, not read from the numbers
             cause="approx_kl is k1 = mean(-log r), which is <= 0 when the sampled actions gained probability" if k1_like else
-            "a step is taken after the stop fired, target_kl is not read, or the rule reads another statistic or tests at "
+            other or "a step is taken after the stop fired, target_kl is not read, or the rule reads another statistic or tests at "
             "another place than declared")
     if run.steps < expected:
         if rule.place == "minibatch" and trailing is None:
@@ -1730,7 +1761,8 @@ def verify_stop(run: UpdateRun, rule: StopRule, per_epoch: int, threshold: float
             reason = f"although {rule.text()} was {described} at its tests"
         raise ClauseFailure(
             f"with {where} ppo_update stopped after {run.steps} optimizer steps {reason}; the declared rule stops after {expected}",
-            call=run.code, cause="the rule reads another statistic (the last minibatch's KL or the epoch mean), tests at another "
+            call=run.code, diagnosed=bool(other),  # otherwise the usual suspects, not read from the numbers
+            cause=other or "the rule reads another statistic (the last minibatch's KL or the epoch mean), tests at another "
             "place than declared, or compares another quantity with target_kl")
     compared = [s for s in stats if s[0] <= expected]
     if run.approx_kl is not None:

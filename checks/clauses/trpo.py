@@ -1372,22 +1372,33 @@ def verify_trials(ctx, problem: UpdateProblem) -> bool:
             return False  # too close to call
     for k, excess, kl, _, _ in rows[: returned if returned is not None else len(rows)]:
         if excess > 0 and kl <= max_kl:
+            cause = (f"the line search tests KL(new || old) = {reverse[k]:.6g} > max_kl there (sb3-contrib's kl_divergence(new, "
+                     "old)); the TRPO constraint is KL(old || new)") if reverse[k] > max_kl else ""
             raise ClauseFailure(
                 f"trpo_update rejected trial {k} (fraction {beta**k:g} of its step), which qualifies ({test} and KL(old || new) "
                 f"= {kl:.6g} <= max_kl = {max_kl:g}), and returned " + ("theta0" if returned is None else f"trial {returned}"),
-                table=table(), call=call.code,
-                cause=f"the line search tests KL(new || old) = {reverse[k]:.6g} > max_kl there (sb3-contrib's kl_divergence(new, "
-                      "old)); the TRPO constraint is KL(old || new)" if reverse[k] > max_kl else
-                      "the acceptance test is stricter than the rule (a sufficient-increase test not declared), or trials are "
-                      "evaluated but their result ignored")
+                table=table(), call=call.code, diagnosed=bool(cause),  # else the usual suspects, not read from the numbers
+                cause=cause or "the acceptance test is stricter than the rule (a sufficient-increase test not declared), or trials "
+                               "are evaluated but their result ignored")
     if returned is not None:
         _, excess, kl, _, _ = rows[returned]
         if excess <= 0:
+            none_qualifies = not any(e > 0 and kl_k <= max_kl for _, e, kl_k, _, _ in rows)
+            first_in_budget = next((k for k, _, kl_k, _, _ in rows if kl_k <= max_kl), None)
+            keeps_last = none_qualifies and returned == len(rows) - 1 == problem.max_backtracks - 1  # every trial tried
+            unguarded = returned == first_in_budget
+            if keeps_last != unguarded:  # where both read the same point the numbers cannot tell them apart
+                cause = ("no trial qualifies and the last one is kept: the search must restore theta0 when every trial fails "
+                         "(bug E1)") if keeps_last else ("the first trial within the KL budget is accepted without testing the "
+                                                         "surrogate's improvement")
+            else:
+                cause = ""
             raise ClauseFailure(
                 f"trpo_update returned trial {returned} (fraction {beta**returned:g} of its step), whose surrogate did not improve "
                 f"({'gain less share' if ratio else 'gain'} {excess:.6g} <= 0; KL(old || new) = {kl:.6g})", table=table(), call=call.code,
-                cause="the line search accepts a trial without testing the surrogate's improvement (only the KL), or tests it "
-                      "with the wrong sign")
+                diagnosed=bool(cause),  # else the usual suspects, not read from the numbers
+                cause=cause or "the line search accepts a trial without testing the surrogate's improvement (only the KL), or "
+                               "tests it with the wrong sign")
         if kl > max_kl:
             raise ClauseFailure(
                 f"trpo_update returned trial {returned} (fraction {beta**returned:g} of its step), whose KL(old || new) = {kl:.6g} "
