@@ -687,6 +687,7 @@ def releases_book(tmp_path_factory):
                 if broken and c["candidate"] == "sb3" and r["id"] == "GAE-TRUNCATION-BOOTSTRAP":
                     r.update(status="fail", message="truncation treated as termination (a stand-in)")
         history.write_record(hist, report, rlspec="0.1.0", profile="quick", seed=0, today=f"2026-01-0{day}",
+                             commit="0123456789abcdef" if release == "2.0.0" else "fedcba9876543210",  # the suite changed too
                              extra={"release": release, "environment": {"stable-baselines3": release}})
     (hist / "sb3" / releases.INDEX).write_text(json.dumps({
         "schema": 1, "adapter": "sb3", "distribution": "stable-baselines3", "range": ">=2.0.0", "why": "Gymnasium",
@@ -702,6 +703,13 @@ def releases_book(tmp_path_factory):
         patch.setattr(proofs_module, "PROOFS", few)
         book_build.build(folder / "site", matrix=MATRIX, history=hist, bugs_found=bugs, figures=False, jobs=1)
     return folder / "site"
+
+
+def test_a_change_between_records_of_two_rlspec_commits_says_the_suite_changed_too(releases_book):
+    text = (releases_book / "history.html").read_text(encoding="utf-8")
+    change = re.search(r'<ul class="changes">(.*?)</ul>', text, re.S).group(1)
+    assert "GAE-TRUNCATION-BOOTSTRAP" in change and "(rlspec 0123456 → fedcba9: the suite changed between these runs too)" in change
+    assert "rlspec 0.1.0 @ 0123456, quick, seed 0" in text and "rlspec 0.1.0 @ fedcba9, quick, seed 0" in text
 
 
 def test_dashboard_totals_per_implementation_and_chapter(built):

@@ -43,6 +43,12 @@ def canonical(book: Book) -> dict[str, list[dict]]:
     return {adapter: series(records) for adapter, records in book.history.items() if records}
 
 
+def commit_of(record: dict) -> str:
+    """`` @ abc1234``: the rlspec commit a history record was made with (records of several commits can sit side by side)."""
+    commit = str(record.get("commit", ""))
+    return f" @ {e(commit[:7])}" if commit else ""
+
+
 def key_of(adapter: str, record: dict) -> str:
     return f"{adapter}@{release_of(record)}"
 
@@ -338,27 +344,30 @@ def history_page(book: Book) -> str:
                 counts = {k: sum(r.get("status") == k for r in results.values()) for k in ("pass", "fail", "error", "xfail")}
                 if not c.get("variant"):
                     summary.append(f'<tr><td>{e(release_of(record))}</td><td>{e(record["version"])}</td>'
-                                   f'<td>{e(record.get("recorded", ""))}</td><td>rlspec {e(record.get("rlspec", ""))}, '
+                                   f'<td>{e(record.get("recorded", ""))}</td><td>rlspec {e(record.get("rlspec", ""))}{commit_of(record)}, '
                                    f'{e(record.get("profile", ""))}, seed {e(record.get("seed", ""))}</td>'
                                    + "".join(f"<td>{counts[k]}</td>" for k in counts) + "</tr>")
                 heads.append(f'<th title="{e(c.get("candidate"))}: {e(c.get("description", ""))}">{e(release_of(record))}<br>'
                              f'<span class="ver">{e(c.get("variant") or "default")}</span></th>')
-                grid.append((c.get("candidate"), key_of(adapter, record), release_of(record), results))
+                grid.append((c.get("candidate"), key_of(adapter, record), release_of(record), results, record.get("commit", "")))
         changes, body_rows = [], []
         for clause_id in clause_ids:
-            states_ = [(cand, key, rel, res.get(clause_id, {}).get("status", "none"), res.get(clause_id, {}).get("message", ""))
-                       for cand, key, rel, res in grid]
-            if all(st in ("none", "not-provided") for _, _, _, st, _ in states_):
+            states_ = [(cand, key, rel, res.get(clause_id, {}).get("status", "none"), res.get(clause_id, {}).get("message", ""), commit)
+                       for cand, key, rel, res, commit in grid]
+            if all(st in ("none", "not-provided") for _, _, _, st, _, _ in states_):
                 continue
             cells, last = [], {}
-            for cand, key, rel, state, message in states_:
+            for cand, key, rel, state, message, commit in states_:
                 changed = cand in last and last[cand][2] != state
                 if changed:
+                    # records of two rlspec commits: the clause itself may have changed between the runs, not the library
+                    suite = (f' <span class="muted">(rlspec {e(last[cand][3][:7])} → {e(commit[:7])}: the suite changed between '
+                             f'these runs too)</span>' if last[cand][3] != commit else "")
                     changes.append(f'<li><a href="{clause_href(clause_id)}"><code>{e(clause_id)}</code></a> <code>{e(cand)}</code>: '
                                    f'{e(last[cand][1])} {status(last[cand][2])} → {e(rel)} {status(state)} '
-                                   f'<a class="difflink" href="diff.html?a={e(last[cand][0])}&amp;b={e(key)}">diff</a></li>')
+                                   f'<a class="difflink" href="diff.html?a={e(last[cand][0])}&amp;b={e(key)}">diff</a>{suite}</li>')
                 cells.append(f'<td class="{"changed" if changed else ""}">{status(state, title=message[:300] or None)}</td>')
-                last[cand] = (key, rel, state)
+                last[cand] = (key, rel, state, commit)
             body_rows.append(f'<tr><th scope="row" class="rowname"><a href="{clause_href(clause_id)}"><code>{e(clause_id)}</code></a></th>'
                              f'{"".join(cells)}</tr>')
         if len(records) <= 1:
