@@ -36,8 +36,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..spec import catalogue, contract
-from . import protocol
-from .protocol import Candidate, CandidateError
+from .runner import protocol
+from .runner.protocol import Candidate, CandidateError
 
 FORMAT = "rlspec-vectors"
 VERSION = 1  # the format's version: docs/vectors.md says what changes it
@@ -119,7 +119,7 @@ def _grad(name: str, output: str | None = None) -> str:
 
 @rule("gae")
 def _gae(x, ref, u, conv):
-    from .tolerances import gae_tolerance, returns_tolerance
+    from .kit.tolerances import gae_tolerance, returns_tolerance
 
     tol = gae_tolerance(x["rewards"], x["values"], x["next_values"], x["terminated"], x["truncated"], x["gamma"], x["lam"], u)
     return {"advantages": Bound.of(ref["advantages"], tol),
@@ -128,7 +128,7 @@ def _gae(x, ref, u, conv):
 
 @rule("rewards_to_go")
 def _rewards_to_go(x, ref, u, conv):
-    from .tolerances import rewards_to_go_tolerance
+    from .kit.tolerances import rewards_to_go_tolerance
 
     return {"returns": Bound.of(ref["returns"], rewards_to_go_tolerance(x["rewards"], x["gamma"], u))}
 
@@ -151,7 +151,7 @@ def _reinforce(x, ref, u, conv):
 
 @rule("actor_critic_losses")
 def _actor_critic(x, ref, u, conv):
-    from .tolerances import TINY, smallest_normal, td_terms
+    from .kit.tolerances import TINY, smallest_normal, td_terms
 
     T, s, f = len(x["logp"]), 1.0 / len(x["logp"]), 1.0  # the contract's defaults: mean reduction, critic factor 1
     m = td_terms(x["rewards"], x["values"], x["next_values"], x["terminated"], x["gamma"])
@@ -171,7 +171,7 @@ def _actor_critic(x, ref, u, conv):
 
 @rule("ppo_clip_loss")
 def _ppo_clip(x, ref, u, conv):
-    from . import clipping
+    from .kit import clipping
 
     clip = clipping.ClipRange(conv.get("dual_clip"), conv.get("clip_eps_high"))  # the case's declared clip shape
     lpn, lpo, A, eps = x["logp_new"], x["logp_old"], x["advantages"], x["clip_eps"]
@@ -185,7 +185,7 @@ def _ppo_clip(x, ref, u, conv):
 @rule("ppo_value_loss")
 def _ppo_value(x, ref, u, conv):
     from .clauses import ppo
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     k = 1.0  # the contract's default value_loss_factor
     V, R, Vo, eps = x["values"], x["returns"], x.get("old_values"), x.get("clip_eps")
@@ -209,7 +209,7 @@ def _normalize(x, ref, u, conv):
 
 @rule("ppo_entropy_loss")
 def _entropy(x, ref, u, conv):
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     H, coef = x["entropy"], x["coef"]
     B, eta = len(H), smallest_normal(u)
@@ -219,7 +219,7 @@ def _entropy(x, ref, u, conv):
 
 @rule("kl_estimate")
 def _kl_estimate(x, ref, u, conv):
-    from . import kl_estimators
+    from .kit import kl_estimators
 
     a, b, kind = x["logp_sampler"], x["logp_other"], x["kind"]
     return {"estimates": Bound.of(kl_estimators.exact(kind, a, b), kl_estimators.per_sample_tolerance(kind, a, b, u))}
@@ -326,7 +326,7 @@ def _scaled_tanh(x, ref, u, conv):
 @rule("token_gae")
 def _token_gae(x, ref, u, conv):
     from .clauses import rlhf
-    from .strategies.tokens import GaeCase
+    from .kit.strategies.tokens import GaeCase
 
     case = GaeCase(x["rewards"], x["values"], x["mask"], x["gamma"], x["lam"])
     advantages, tol = rlhf.compacted_gae(case, u)
@@ -356,7 +356,7 @@ def _groups(x, ref, u, conv):
 @rule("aggregate_loss")
 def _aggregate(x, ref, u, conv):
     from .clauses import rlhf
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     l, m = x["per_token_loss"], x["mask"]
     w = rlhf.aggregation_weights(m, x["mode"], x.get("num_tokens"), x.get("norm_length"), 0.0)
@@ -390,7 +390,7 @@ def _kl_penalty(x, ref, u, conv):
 @rule("td_target")
 def _td_target(x, ref, u, conv):
     from .clauses import offpolicy
-    from .tolerances import TINY
+    from .kit.tolerances import TINY
 
     r, q, term, g = x["rewards"], x["next_q"], x["terminated"], x["gamma"]
     return {"targets": Bound.of(r + g * np.where(term, 0.0, q), 2 * offpolicy.target_error(r, g, q, 0.0, term, u) + TINY)}
@@ -407,7 +407,7 @@ def _polyak(x, ref, u, conv):
 
 @rule("iql_targets")
 def _iql_targets(x, ref, u, conv):
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     K, r, v, term, g = x["target_q"], x["rewards"], x["next_values"], x["terminated"], x["gamma"]
     bootstrap = g * np.where(term, 0.0, v)
@@ -420,7 +420,7 @@ def _iql_targets(x, ref, u, conv):
 def _cql_penalty(x, ref, u, conv):
     from .clauses import offline
 
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     q, actions, alpha = x["q_values"], x["actions"].astype(np.int64), x["alpha"]
     value, L, _ = offline.cql_oracle(q, actions, alpha)
@@ -435,7 +435,7 @@ def _cql_penalty(x, ref, u, conv):
 @rule("cql_sampled_penalty")
 def _cql_sampled(x, ref, u, conv):
     from .clauses import offline
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     s = offline.Sampled(x["q_uniform"], x["q_policy"], x["log_pi"], x["q_data"], x["action_low"], x["action_high"],
                         x["alpha"], x["temperature"])
@@ -480,7 +480,7 @@ def _sac_alpha(x, ref, u, conv):
 @rule("awr_loss")
 def _awr(x, ref, u, conv):
     from .clauses import offline
-    from .tolerances import TINY, smallest_normal
+    from .kit.tolerances import TINY, smallest_normal
 
     rule_ = offline.WeightRule(conv["awr_beta"], conv["awr_max_weight"])
     lp, adv, beta = x["log_prob"], x["advantages"], x["beta"]
@@ -549,7 +549,7 @@ def _minibatches(x, conv):
 @rule("diagnostic_approx_kl")
 def _diagnostic_approx_kl(x, ref, u, conv):
     from .clauses import normalisation
-    from .kl_estimators import exact, per_sample_tolerance
+    from .kit.kl_estimators import exact, per_sample_tolerance
 
     kind, (ends, mode) = conv["approx_kl_estimator"], _minibatches(x, conv)
     old, new = x["logp_old"], x["logp_new"]
@@ -770,8 +770,8 @@ def recorded_inputs(seed: int = 0) -> list[tuple[str, str, dict]]:
     """``(clause id, operation, arguments)`` of every call the clause checks make to the reference at
     ``--profile quick --seed seed`` with plain-data arguments of at most MAX_ELEMENTS elements, outside a
     property's drawn examples (those vary with the example budget)."""
-    from . import verdict
-    from .engine import run_conformance
+    from .runner import verdict
+    from .runner.engine import run_conformance
 
     seen: list[tuple[str, str, dict]] = []
     original = verdict.Context.call
@@ -848,8 +848,8 @@ def _conventions_of(operation: str) -> dict[str, Any]:
 def candidate_cases(seed: int = 0) -> dict[str, list[Case]]:
     """Every case a vector file may hold, per operation: known answers first, then the recorded and generated
     inputs (rounded to float32, deduplicated), with their expected bounds at both precisions."""
-    from .reference_candidate import __name__ as reference_module  # noqa: F401 - the oracle is loaded below
-    from .loader import load
+    from .runner.reference_candidate import __name__ as reference_module  # noqa: F401 - the oracle is loaded below
+    from .runner.loader import load
 
     reference = load("reference")
     pool: dict[str, list[Case]] = {op: [] for op in VECTOR_OPERATIONS}
@@ -914,7 +914,7 @@ class Mutant:
 
 def mutants(folder: Path) -> list[Mutant]:
     """The mutant catalogue (tests/mutants/*.py in a checkout): each a candidate with one named bug."""
-    from .loader import load
+    from .runner.loader import load
 
     found = []
     for path in sorted(Path(folder).glob("*.py")):
@@ -1050,7 +1050,7 @@ def dumps(data) -> str:
 
 def generate(out: Path, *, mutant_folder: Path, seed: int = 0, progress: Callable[[str], None] = lambda _: None) -> dict:
     """Write the vector set into ``out`` (one file per operation, manifest.json); returns the manifest."""
-    from .engine import VERSION as RLSPEC_VERSION
+    from .runner.engine import VERSION as RLSPEC_VERSION
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -1296,10 +1296,10 @@ def run(candidate: Candidate, folder: Path, on_result: Callable[[VectorResult], 
 
 def _child(conn, spec: str, folder: str, parent: int) -> None:
     """The worker of an isolated vector run: load the candidate, then answer one case index at a time. It dies
-    with the run that started it, however that ends (the clause workers' set-up, checks/worker.py)."""
-    from . import worker
-    from .lifetime import die_with_parent
-    from .loader import LoadError, load
+    with the run that started it, however that ends (the clause workers' set-up, checks/runner/worker.py)."""
+    from .runner import worker
+    from .runner.lifetime import die_with_parent
+    from .runner.loader import LoadError, load
 
     die_with_parent(parent)
     worker._quiet_process(None)
@@ -1330,7 +1330,7 @@ def run_isolated(spec: str, folder: Path, *, time_limit: float = 30.0, load_limi
     import multiprocessing
     import os
 
-    from .loader import LoadError
+    from .runner.loader import LoadError
 
     manifest, files = read(folder)  # the set is checked here first: a bad set is one clear line, not a worker's
     cases = [data for entry in manifest["files"] for data in files[entry["operation"]]["cases"]]

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import MUTANTS, ROOT, mutant_metadata
 from rlspec.checks.cli import markdown_bugs, markdown_catalogue
-from rlspec.checks.protocol import OPERATIONS
-from rlspec.checks.registry import load_all
+from rlspec.checks.runner.protocol import OPERATIONS
+from rlspec.checks.runner.chapters import load_all
 from rlspec.spec import catalogue
 from rlspec.spec.catalogue import CatalogueError, _clause
 from rlspec.spec.proofs import PROOFS

@@ -21,7 +21,7 @@ import pytest
 from conftest import MUTANTS, ROOT, VARIANTS
 from rlspec.checks import vectors
 from rlspec.checks.cli import main
-from rlspec.checks.loader import load
+from rlspec.checks.runner.loader import load
 
 COMMITTED = ROOT / "vectors"
 
@@ -49,7 +49,8 @@ def test_the_committed_set_is_what_the_generator_writes(regenerated):
 PERTURBED = """
 import os, sys
 from pathlib import Path
-from rlspec.checks import verdict, vectors
+from rlspec.checks import vectors
+from rlspec.checks.runner import verdict
 # another machine, as far as one machine can play it: one core, another example budget at every profile
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 for name, profile in list(verdict.PROFILES.items()):

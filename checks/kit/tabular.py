@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..reference import gridworld as gw
+from ...reference import gridworld as gw
 from .strategies import gridworld as draws
 
 WORLD = gw.GRIDWORLD

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..spec import contract
+from ...spec import contract
 
 SCHEMA = 1
 PACKAGE = f"{__package__}.adapters"
@@ -63,8 +63,8 @@ def check_adapter(name: str, *, profile: str = "ci", seed: int = 0, workers: int
     import platform
     import traceback
 
-    from .engine import run_conformance
-    from .loader import load
+    from ..runner.engine import run_conformance
+    from ..runner.loader import load
 
     from .releases import installed_outside
 
@@ -132,8 +132,8 @@ def _run_elsewhere(name: str, python: str, profile: str, seed: int, time_limit: 
 
 
 def merge(reports: list[dict], *, profile: str, seed: int) -> dict:
-    from ..spec import catalogue
-    from .engine import VERSION
+    from ...spec import catalogue
+    from ..runner.engine import VERSION
     from .releases import commit
 
     reports = sorted(reports, key=lambda r: r["adapter"])
@@ -394,7 +394,7 @@ def run(args) -> int:
 def _record_history(matrix: dict, out_dir: Path) -> None:
     """Keep each library version's verdicts beside the matrix (OUT/matrix-history/ADAPTER/VERSION.json): the
     history the book (``rlspec book``) shows. A version already recorded is replaced by this run's verdicts."""
-    from .book import history
+    from . import history
 
     written = history.record(matrix, out_dir / history.FOLDER)
     if written:

@@ -88,7 +88,7 @@ def policy_points(*, families=POLICY_FAMILIES):
 
 
 def _n_params(kind: str, features, size: int) -> int:
-    from ...reference import trpo as ref
+    from ....reference import trpo as ref
 
     build = ref.linear_categorical if kind == "categorical" else ref.linear_diag_gaussian
     return build(np.asarray(features, dtype=np.float64), size).n_params

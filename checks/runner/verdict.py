@@ -17,8 +17,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import protocol
-from ..spec import catalogue, contract
-from .assertions import ClauseFailure
+from ...spec import catalogue, contract
+from ..kit.assertions import ClauseFailure
 from .protocol import Candidate, CandidateError, NotProvided
 
 STATUSES = ("pass", "fail", "error", "xfail", "skip", "not-provided")
@@ -174,13 +174,17 @@ class Context:
         """Unit roundoff of the inputs the suite passes (the candidate's outputs may lower it)."""
         return protocol.unit_roundoff(self.dtype)
 
-    def call(self, operation: str, args: dict[str, Any], *, dtype=None, **options) -> protocol.Call:
+    def call(self, operation: str, args: dict[str, Any], *, dtype=None, record: bool = True, **options) -> protocol.Call:
         """Call the candidate (see :func:`protocol.call`) with the run's dtype unless one is given.
 
         The first call of each operation in a clause is made twice to detect nondeterminism
         (skipped for inputs over 20000 elements, where a repeat would cost too much).
+        ``record=False``: one plain call, neither repeated nor kept as the evidence of a failure, its
+        notes left to the check (a rule replayed step by step, whose own outputs are the evidence).
         """
         dtype = np.dtype(dtype or self.dtype)
+        if not record:
+            return protocol.call(self.candidate, operation, args, dtype=dtype, **options)
         if "repeat" not in options:
             size = sum(v.size for v in args.values() if isinstance(v, np.ndarray))
             options["repeat"] = operation not in self._repeated and size <= 20_000
@@ -195,6 +199,15 @@ class Context:
         elif result.widened_by == "output":
             self.note(f"judged at the precision of its output ({result.precision})")
         return result
+
+    def invoke(self, operation: str, args: dict[str, Any]) -> tuple[Any, list[str]]:
+        """The candidate's ``operation`` called on ``args`` as they are (no conversion, no validation: an
+        operation such as ``train_ppo`` takes an environment), its output captured and the global state it
+        changed restored. Returns ``(result, changes)``; raises :class:`CandidateError` if it raised or broke
+        torch's global state."""
+        function = self.candidate.operations[operation]
+        result, _, changes = protocol._invoke(lambda **kw: function(**kw), args, operation)
+        return result, changes
 
     def _seen(self, failed: bool, first: int) -> None:
         """Record a drawn example's outcome with the features of its first candidate call's input."""

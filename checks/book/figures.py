@@ -27,7 +27,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..reference import gridworld as gw
+from ...reference import gridworld as gw
 
 CLIP_EPS = 0.2
 FINE_LAMBDAS = np.linspace(0.0, 1.0, 101)
@@ -107,7 +107,7 @@ def clip_objective(ratios: np.ndarray, advantage: float, eps: float = CLIP_EPS):
     """
     import torch
 
-    from ..reference.ppo import ppo_clip_loss
+    from ...reference.ppo import ppo_clip_loss
 
     B = len(ratios)
     ratio = torch.tensor(np.asarray(ratios, dtype=np.float64), requires_grad=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..spec import contract
+from ...spec import contract
 
 # key -> (type check, what it takes); the command line's options of the same name (dashes for underscores)
 OPTIONS: dict[str, tuple[type | tuple[type, ...], str]] = {

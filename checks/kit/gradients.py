@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .protocol import CandidateError
+from .context import CandidateError
 
 
 def leaf_gradient(call, name: str, size: int) -> np.ndarray:

@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from . import protocol
+from .context import format_call
 from .strategies import rounded
 
 
@@ -28,5 +28,5 @@ def run_cql(ctx, q, actions, alpha, allow_nonfinite: bool = True):
                         requires_grad=("q_values",), shape=(q.shape[0],), allow_nonfinite=allow_nonfinite)
     finally:
         ctx.candidate = candidate
-    call.code = protocol.format_call("cql_penalty", {"q_values": q.astype(ctx.dtype), "actions": actions, "alpha": alpha})
+    call.code = format_call("cql_penalty", {"q_values": q.astype(ctx.dtype), "actions": actions, "alpha": alpha})
     return call.outputs[0], call, q

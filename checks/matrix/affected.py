@@ -2,7 +2,7 @@
 
     rlspec matrix --affected docs/bugs-found.md      # rewrite its "Affected releases:" lines from docs/matrix-history
 
-A numbered entry names its matrix cells on ``Cells:`` lines (:mod:`rlspec.checks.bugs_found`). For each library
+A numbered entry names its matrix cells on ``Cells:`` lines (:mod:`rlspec.checks.matrix.bugs_found`). For each library
 release in the history (the adapter's release history: ``history.series``, the run configuration most of its
 records share) the entry is *affected* when one of those cells
 is FAIL or error there, *not affected* when each of them that the release provides passes (or is a declared
@@ -126,7 +126,7 @@ def rewrite(text: str, history: dict[str, list[dict]], indexes: dict[str, dict] 
 
 
 def run(args) -> int:
-    from .book import history as history_mod
+    from . import history as history_mod
     from .releases import load_indexes
 
     path = Path(args.affected)

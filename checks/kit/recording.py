@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..reference.ppo import LinearActorCritic
+from ...reference.ppo import LinearActorCritic
 
 
 @dataclass

@@ -8,7 +8,7 @@ line's default candidate), not a library adapter.
 import importlib
 import pkgutil
 
-from .. import reference
+from ... import reference
 from .protocol import OPERATIONS
 
 RLSPEC_ARRAY = "numpy"

@@ -18,7 +18,7 @@ for that version; re-running the matrix on the same version replaces the verdict
 version is its record) and keeps the date unless the verdicts changed. A run at another profile or seed than
 the matrix's (ci, 0) is kept beside it under its own name (:func:`record_name`).
 
-Each adapter's folder also holds ``releases.json`` (:mod:`rlspec.checks.releases`): its declared release
+Each adapter's folder also holds ``releases.json`` (:mod:`rlspec.checks.matrix.releases`): its declared release
 range and every release tried, checked or not (not installable here, outside the range), with the reason
 and the install and run times.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 SCHEMA = 1
 FOLDER = "matrix-history"  # beside conformance.json
-INDEX = "releases.json"  # each adapter's index of the releases tried (rlspec.checks.releases writes it)
+INDEX = "releases.json"  # each adapter's index of the releases tried (rlspec.checks.matrix.releases writes it)
 
 
 def slug(version: str) -> str:
@@ -135,7 +135,7 @@ def load(folder: Path, profile: str | None = None, seed: int | None = None) -> d
         return found
     for path in sorted(folder.glob("*/*.json")):
         if path.name == INDEX:
-            continue  # the adapter's index of releases (rlspec.checks.releases), not a record
+            continue  # the adapter's index of releases (rlspec.checks.matrix.releases), not a record
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:

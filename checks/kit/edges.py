@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from ..spec import contract
+from ...spec import contract
 
 
 def edges(operation: str, argument: str) -> tuple[contract.Edge, ...]:

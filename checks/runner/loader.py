@@ -7,7 +7,7 @@ Every declaration is validated here, once: a name, key, value or xfail id the co
 :class:`LoadError` with one line that names it and suggests the nearest valid one.
 
 Loading runs the candidate's code. Nothing is loaded until asked for: the built-in ``reference`` is
-rlspec's own (``rlspec.checks.reference_candidate``); a bare name (``sb3``) resolves to the library adapter
+rlspec's own (``rlspec.checks.runner.reference_candidate``); a bare name (``sb3``) resolves to the library adapter
 of that name in ``rlspec.checks.adapters``, and ``<adapter>.xfail`` beside it lists the library's declared
 deviations (``CLAUSE-ID  # reason, upstream link`` per line).
 """
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..spec import contract
+from ...spec import contract
 from .protocol import OPERATIONS, Candidate, captured_output
 
 BUILTIN = {"reference": f"{__package__}.reference_candidate"}

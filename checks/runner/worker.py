@@ -45,11 +45,11 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from typing import Callable
 
-from ..spec import catalogue
+from ...spec import catalogue
 from .lifetime import die_with_parent
 from .loader import LoadError, load
 from .protocol import Candidate
-from .registry import load_all
+from .chapters import load_all
 from .verdict import DTYPES, PROFILES, ClauseResult, run_clause
 
 POLL = 0.25  # seconds between deadline checks while every worker is busy

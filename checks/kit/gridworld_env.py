@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..reference.gridworld import ACTIONS, GRIDWORLD, Gridworld, tabular
+from ...reference.gridworld import ACTIONS, GRIDWORLD, Gridworld, tabular
 
 
 class GridworldEnv(gym.Env):

@@ -7,7 +7,7 @@ requested ``dtype`` (held as float64, so the suite's oracles see the same number
 reuse them in its own tests:
 
 >>> from hypothesis import given
->>> from rlspec.checks.strategies import rollouts
+>>> from rlspec.checks.kit.strategies import rollouts
 >>> @given(rollouts(n_envs=2, min_episode_ends=1))
 ... def test_my_gae(rollout):
 ...     advantages, returns = my_gae(**rollout.arguments())

@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ...spec import contract
+from ....spec import contract
 from .base import _check_dtype
 from .base import normal_floats as _floats
 from .base import rounded

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..spec import catalogue, contract
+from ...spec import catalogue, contract
 from .loader import LoadError, check_xfail_ids, from_object, load, parse_xfail  # noqa: F401 - LoadError re-exported
 from .protocol import Candidate
-from .registry import load_all
+from .chapters import load_all
 from .verdict import DTYPES, PROFILES, STATUSES, ClauseResult, Context, Profile, local_constants_warning, run_clause  # noqa: F401 - re-exported
 
 VERSION = "0.1.0"

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ...spec import contract
+from ....spec import contract
 from ..kl_estimators import log_softmax as _log_softmax
 from .base import normal_floats
 from .kl import logits

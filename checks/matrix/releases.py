@@ -58,8 +58,8 @@ from pathlib import Path
 
 SCHEMA = 1
 KIND = "rlspec-release-history"
-ROOT = Path(__file__).resolve().parents[1]
-ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS_DIR = Path(__file__).resolve().parents[1] / "adapters"
 DECLARATION = "RELEASES"
 KEYS = {"distribution", "range", "why", "with"}
 TEMPLATE_FIELDS = {"major", "minor", "micro", "version"}
@@ -397,7 +397,7 @@ def run_cells(plan: Plan, cells: list, *, envs: Path, base_python: str, keep_env
     ``build(decl, release) -> Environment`` are the matrix's and :func:`build_environment` unless given (tests)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from . import matrix
+    from .. import matrix
 
     envs = Path(envs)
     if build is None:
@@ -506,7 +506,7 @@ def commit(root: Path = ROOT) -> str:
 
 def report(plan: Plan, results: list[dict], *, shard: tuple[int, int] | None, rlspec_commit: str, date: str | None = None,
            time_limit: float | None = None) -> dict:
-    from .engine import VERSION
+    from ..runner.engine import VERSION
 
     return {"schema": SCHEMA, "kind": KIND, "rlspec": VERSION, "commit": rlspec_commit,
             "date": date or datetime.date.today().isoformat(), "shard": list(shard) if shard else None,
@@ -579,7 +579,7 @@ def write_history(data: dict, folder: Path, today: str | None = None) -> list[Pa
     """Write a (merged or unsharded) report into ``folder`` (docs/matrix-history): one record per checked cell
     (``history.write_record``) and, per adapter, ``releases.json``: every release tried and what became of it,
     with the declared range. Releases of earlier runs that this one did not touch are kept."""
-    from .book import history
+    from . import history
 
     folder = Path(folder)
     today = today or data.get("date")
@@ -652,7 +652,7 @@ def load_indexes(folder: Path) -> dict[str, dict]:
 
 
 def profiles_of(text: str) -> list[str]:
-    from .engine import PROFILES
+    from ..runner.engine import PROFILES
 
     names = [p.strip() for p in str(text).split(",") if p.strip()]
     bad = [p for p in names if p not in PROFILES]
@@ -736,7 +736,7 @@ def run_merge(args) -> int:
 
 
 def _write(data: dict, out: Path) -> None:
-    from .book import history
+    from . import history
 
     written = write_history(data, out / history.FOLDER)
     print(f"wrote {len(written)} history file(s) in {out / history.FOLDER}")

@@ -1,5 +1,5 @@
 """Strategies for the gridworld chapter: tabular policies (as logits the chapter rounds to a dyadic softmax:
-``rlspec.checks.tabular.dyadic_policy``), trace factors and critics over every cell of
+``rlspec.checks.kit.tabular.dyadic_policy``), trace factors and critics over every cell of
 ``rlspec.reference.gridworld.GRIDWORLD``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from ...reference import gridworld as gw
+from ....reference import gridworld as gw
 from .base import TINY_TRACE_FACTORS
 
 
