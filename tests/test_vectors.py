@@ -116,10 +116,10 @@ def test_the_set_is_small_and_names_every_operation_it_can_hold(manifest):
 def test_floats_round_trip_exactly():
     data = json.loads((COMMITTED / "gae.json").read_text())
     for case in data["cases"]:
-        for value in vectors._decode(case["expected"]["advantages"]["tol"]["float64"]):
+        for value in vectors.format._decode(case["expected"]["advantages"]["tol"]["float64"]):
             for x in (value if isinstance(value, list) else [value]):
                 assert float(repr(x)) == x
-    assert vectors._encode(0.1 + 0.2) == 0.30000000000000004 and vectors._encode(float("nan")) == "nan"
+    assert vectors.format._encode(0.1 + 0.2) == 0.30000000000000004 and vectors.format._encode(float("nan")) == "nan"
 
 
 def test_every_mutant_is_caught_by_a_vector_or_the_manifest_says_why(manifest):

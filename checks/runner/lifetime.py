@@ -1,6 +1,6 @@
 """Child processes that die with the process that started them, however it ends.
 
-Shared by the clause workers (checks/runner/worker.py), the vector runner (checks/vectors.py) and the proof
+Shared by the clause workers (checks/runner/worker.py), the vector runner (checks/vectors/run.py) and the proof
 workers of ``rlspec prove``: no import beyond the standard library, so a command that needs neither torch
 nor Hypothesis does not load them to get this.
 """
