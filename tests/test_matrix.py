@@ -1,4 +1,4 @@
-"""The conformance matrix (checks/matrix.py, `rlspec matrix`): discovery, merge, rendering, the
+"""The conformance matrix (checks/matrix/, `rlspec matrix`): discovery, merge, rendering, the
 committed docs/conformance.md, and adapters whose library is not installed."""
 
 import importlib.util

@@ -187,7 +187,7 @@ class Defect:
 
     anchor: str
     title: str
-    explains: list = field(default_factory=list)  # checks.bugs_found.Explanation
+    explains: list = field(default_factory=list)  # checks.matrix.bugs_found.Explanation
     defect: bool = True
 
     @property
@@ -207,7 +207,7 @@ class BugsFound:
 
 def bugs_found(path: Path, columns: list[Column], links) -> BugsFound | None:
     """docs/bugs-found.md as HTML and its entries, each with the cells its ``Cells:`` lines name
-    (``checks.bugs_found``, the one reader of that format); None if there is no such file."""
+    (``checks.matrix.bugs_found``, the one reader of that format); None if there is no such file."""
     if path is None or not Path(path).is_file():
         return None
     text = Path(path).read_text(encoding="utf-8")

@@ -648,7 +648,7 @@ def load_indexes(folder: Path) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------------------------
-# command line (``rlspec matrix --releases`` and ``rlspec matrix merge``; checks/matrix.py parses the arguments)
+# command line (``rlspec matrix --releases`` and ``rlspec matrix merge``; checks/matrix/__init__.py parses the arguments)
 
 
 def profiles_of(text: str) -> list[str]:
