@@ -33,7 +33,7 @@ from pathlib import Path
 from ...spec import contract
 
 SCHEMA = 1
-PACKAGE = f"{__package__}.adapters"
+PACKAGE = f"{__package__.rpartition('.')[0]}.adapters"  # rlspec.checks.adapters
 SYMBOLS = {"pass": "pass", "fail": "**FAIL**", "error": "**error**", "xfail": "xfail", "skip": "skip", "not-provided": "–"}
 
 

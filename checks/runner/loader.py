@@ -25,7 +25,7 @@ from ...spec import contract
 from .protocol import OPERATIONS, Candidate, captured_output
 
 BUILTIN = {"reference": f"{__package__}.reference_candidate"}
-ADAPTERS = f"{__package__}.adapters"  # built-in library adapters, one module per library
+ADAPTERS = f"{__package__.rpartition('.')[0]}.adapters"  # built-in library adapters, one module per library (rlspec.checks.adapters)
 
 
 class LoadError(Exception):
