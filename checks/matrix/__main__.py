@@ -5,4 +5,5 @@ import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover - exercised through subprocesses (the matrix, tests/test_matrix.py)
+    sys.exit(main())
