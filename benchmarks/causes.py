@@ -38,9 +38,9 @@ CLAUSE_SECONDS = 120  # a clause's limit (the command line's quick profile: 30 s
 
 def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
     """One candidate's failing clauses with both causes (in a process of its own)."""
-    from rlspec.checks import signatures, verdict
-    from rlspec.checks.engine import run_conformance
-    from rlspec.checks.loader import load
+    from rlspec.checks.runner import signatures, verdict
+    from rlspec.checks.runner.engine import run_conformance
+    from rlspec.checks.runner.loader import load
     from rlspec.spec import catalogue
 
     namespace = runpy.run_path(path)
@@ -67,7 +67,7 @@ def run_one(kind: str, path: str) -> tuple[dict, list[dict]]:
 
     import signal
 
-    from rlspec.checks import engine
+    from rlspec.checks.runner import engine
 
     clause_run = engine.run_clause
 

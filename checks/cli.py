@@ -73,7 +73,7 @@ _CHOSEN: list[str] = []  # the subcommand being parsed (main sets it), for the d
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .engine import PROFILES
+    from .runner.engine import PROFILES
 
     parser = Parser(prog="rlspec", description="Conformance suite for policy-gradient RL math.")
     parser.add_argument("--version", action="version", version="rlspec 0.1.0")
@@ -119,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     vectors.add_argument("--mutants", metavar="DIR", help="the mutant catalogue the flags come from (default: tests/mutants of this checkout)")
 
     listing = commands.add_parser("list", help="print the clause catalogue")
-    listing.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    listing.add_argument("--format", choices=["text", "json", "markdown", "chapters"], default="text",
+                         help="chapters: the chapter file numbers, as docs/extending.md holds them (between its markers)")
     listing.add_argument("--bugs", action="store_true",
                          help="print the bug catalogue instead: each real bug, its upstream links and the clauses that catch it")
 
@@ -227,7 +228,7 @@ def _on_sigterm():
     """SIGTERM (a CI job's cancel or timeout, ``kill``) ends the run as Ctrl-C does: the clauses that finished
     are reported, the report is marked incomplete, the workers are stopped. Returns the handler it replaced
     (None where no handler can be set: not the main thread)."""
-    from .engine import Terminated
+    from .runner.engine import Terminated
 
     def terminate(signum, frame):
         raise Terminated(signum)
@@ -246,7 +247,7 @@ def _usage(message: str) -> int:
 def _settings(args):
     """The command line over ``[tool.rlspec]`` over the defaults; returns (config, replay options) or raises
     ConfigError. Fills ``args`` in place."""
-    from . import config as config_
+    from .runner import config as config_
 
     path = args.config if args.config else config_.find()
     if args.config and not Path(args.config).is_file():
@@ -267,7 +268,7 @@ def _settings(args):
             raise config_.ConfigError(f"{config.path}: [tool.rlspec] workers: {exc}") from None
     require = [r.strip() for r in (args.require or "").split(",") if r.strip()] + list(config.get("require", []))
     args.require = require
-    from .engine import PROFILES
+    from .runner.engine import PROFILES
 
     if args.profile not in PROFILES:
         raise config_.ConfigError(f"{config.path}: [tool.rlspec] profile = {args.profile!r}; choose one of {', '.join(PROFILES)}")
@@ -290,7 +291,7 @@ def _settings(args):
 
 
 def cmd_check(args) -> int:
-    from . import config as config_
+    from .runner import config as config_
 
     try:
         config, replay_extra = _settings(args)
@@ -301,8 +302,8 @@ def cmd_check(args) -> int:
     if args.workers is None:  # the default: every usable core, unless the run is in this process
         args.workers = 1 if args.no_isolation else _workers("auto")
     from . import report
-    from .engine import UsageError, run_conformance
-    from .loader import LoadError, load
+    from .runner.engine import UsageError, run_conformance
+    from .runner.loader import LoadError, load
 
     if args.json == "-" and args.junit == "-":
         return _usage("--json - and --junit - both ask for stdout; send one of them to a file")
@@ -328,14 +329,14 @@ def cmd_check(args) -> int:
         overrides["RLSPEC_XFAIL"] = args.xfail
         args.xfail = None
     try:
-        from .engine import select
+        from .runner.engine import select
 
         selected = select(args.only)
         # Isolated runs load the candidate in a worker (a hanging import is killed there).
         candidate = args.candidate if not args.no_isolation else load(args.candidate, device=args.device, overrides=overrides)
         if args.no_isolation:  # this process is rlspec's: settle what is loaded, as a worker does
-            from .registry import load_all
-            from .worker import settle
+            from .runner.chapters import load_all
+            from .runner.worker import settle
 
             load_all()
             settle()
@@ -429,7 +430,7 @@ def cmd_check(args) -> int:
 def cmd_check_vectors(args) -> int:
     """``rlspec check --vectors DIR``: the candidate on every case of a vector set, one line per case."""
     from . import vectors
-    from .loader import LoadError
+    from .runner.loader import LoadError
 
     problem = output_problem("--json", args.json)
     if problem:
@@ -451,7 +452,7 @@ def cmd_check_vectors(args) -> int:
     stopped = 0
     try:
         if args.no_isolation:
-            from .loader import load
+            from .runner.loader import load
 
             vectors.run(load(args.candidate), Path(args.vectors), on_result=row)
         else:
@@ -523,7 +524,7 @@ def _source_json(source) -> dict:
 
 
 def _catalogue_json() -> list[dict]:
-    from .registry import load_all
+    from .runner.chapters import load_all
 
     registry = load_all()
     return [
@@ -637,7 +638,24 @@ def markdown_bugs() -> str:
     return "\n".join(lines)
 
 
+CHAPTERS_BEGIN = "<!-- chapter numbers: generated by `rlspec list --format chapters`; do not edit by hand -->"
+CHAPTERS_END = "<!-- end of the chapter numbers -->"
+
+
+def markdown_chapters() -> str:
+    """The chapter file numbers (``spec/clauses/NN_<chapter>.toml``) with each chapter's name and title, between
+    the markers docs/extending.md holds them in (a test keeps that file in sync)."""
+    files = sorted(catalogue.CLAUSE_DIR.glob("*.toml"))
+    lines = [CHAPTERS_BEGIN, "", "| number | chapter | title |", "|---|---|---|"]
+    for path, chapter in zip(files, catalogue.chapters(), strict=True):
+        lines.append(f"| {path.stem.split('_', 1)[0]} | `{chapter.name}` | {chapter.title} |")
+    return "\n".join(lines + ["", CHAPTERS_END]) + "\n"
+
+
 def cmd_list(args) -> int:
+    if args.format == "chapters":
+        sys.stdout.write(markdown_chapters())
+        return EXIT_OK
     if args.bugs:
         if args.format == "json":
             print(json.dumps(_bugs_json(), indent=2))
@@ -662,7 +680,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_contract(args) -> int:
-    from . import contract_docs
+    from .book import contract_docs
 
     if args.format == "json":
         print(json.dumps(contract_docs.as_json(), indent=2))
@@ -676,8 +694,8 @@ def cmd_contract(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import reference_candidate
-    from .registry import load_all
+    from .runner import reference_candidate
+    from .runner.chapters import load_all
     from ..spec.proofs import PROOFS
 
     try:
@@ -733,7 +751,7 @@ def _prove_one(proof_id: str) -> tuple[str, str, float]:
 
 
 def _proof_worker(parent: int) -> None:
-    from .lifetime import die_with_parent
+    from .runner.lifetime import die_with_parent
 
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the pool
@@ -783,7 +801,7 @@ def cmd_prove(args) -> int:
 
 def cmd_figures(args) -> int:
     try:
-        from .figures import table_text, write_figures
+        from .book.figures import table_text, write_figures
     except ImportError as exc:  # pragma: no cover - matplotlib is the `figures` extra
         print(f"rlspec: figures need matplotlib ({exc}); pip install 'rlspec[figures]'", file=sys.stderr)
         return EXIT_USAGE
@@ -799,7 +817,7 @@ def cmd_figures(args) -> int:
 
 def cmd_study(args) -> int:
     from . import studies
-    from .loader import LoadError, load
+    from .runner.loader import LoadError, load
 
     if args.list:
         for module in studies.studies():

@@ -10,7 +10,7 @@ built-in candidate is collected under its module's file. Without ``--rlspec-cand
 nothing, so it is harmless in any project's test run. A candidate that cannot load, provides no operation,
 has a name near an operation's or lacks a required one stops the run as a usage error (one line).
 
-The plugin reads the project's ``[tool.rlspec]`` (checks/config.py) as ``rlspec check`` does: the first
+The plugin reads the project's ``[tool.rlspec]`` (checks/runner/config.py) as ``rlspec check`` does: the first
 ``pyproject.toml`` with that table from the folder pytest was started in upwards, or ``--rlspec-config FILE``;
 the same validation and the same one-line errors (a usage error here); an option on the command line wins.
 ``pytest --rlspec`` runs the table's ``candidate``. Its candidate, profile, seed, dtype, device, only, require,
@@ -52,8 +52,8 @@ def pytest_addoption(parser):
 def _settings(config) -> dict:
     """The command line over ``[tool.rlspec]`` over the defaults (as ``rlspec check`` has them); raises
     pytest.UsageError with the CLI's one line for a table it cannot accept."""
-    from . import config as config_
-    from .engine import PROFILES, UsageError, read_xfail_file
+    from .runner import config as config_
+    from .runner.engine import PROFILES, UsageError, read_xfail_file
 
     named = config.getoption("rlspec_config")
     try:
@@ -104,7 +104,7 @@ def _options(settings: dict) -> dict:
 
 def _anchor(spec: str) -> Path:
     """The file the clauses are collected under: the candidate's own file, or its module's."""
-    from .loader import ADAPTERS, BUILTIN
+    from .runner.loader import ADAPTERS, BUILTIN
 
     target = spec.partition(":")[0]
     if target.endswith(".py") or Path(target).is_file():
@@ -118,8 +118,8 @@ def _anchor(spec: str) -> Path:
 def pytest_configure(config):
     if not (config.getoption("rlspec_candidate") or config.getoption("rlspec")):
         return
-    from .engine import UsageError, select
-    from .loader import LoadError, load
+    from .runner.engine import UsageError, select
+    from .runner.loader import LoadError, load
 
     settings = _settings(config)
     spec = settings["candidate"]
@@ -176,7 +176,7 @@ class CandidateFile(pytest.File):
     """The candidate's file as a collector of one item per selected clause."""
 
     def collect(self):
-        from .engine import select
+        from .runner.engine import select
 
         state = self.config._rlspec
         settings = state["settings"]
@@ -194,7 +194,7 @@ class ClauseItem(pytest.Item):
         self.result = None
 
     def runtest(self):
-        from .engine import run_conformance
+        from .runner.engine import run_conformance
 
         # never strict here: a clause that passes passes; pytest_runtest_makereport makes it pytest's XPASS
         run = run_conformance(self.candidate, clauses=[self.clause.id], xfail=self.xfail, **self.options)

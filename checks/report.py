@@ -6,7 +6,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 from typing import TextIO
 
-from .engine import ClauseResult, ConformanceResult, VERSION
+from .runner.engine import ClauseResult, ConformanceResult, VERSION
 from ..spec import catalogue
 
 WIDTH_ID = 42

@@ -3,7 +3,7 @@ else it may say about itself. One TOML file per chapter in ``spec/contract/`` (b
 catalogue in ``spec/clauses/``); ``00_candidate.toml`` holds the candidate-level declarations.
 
 This module only reads and validates the data, and validates a candidate's declarations against
-it. The protocol (``rlspec.checks.protocol``), the loader, the checks (through ``Context.convention``),
+it. The protocol (``rlspec.checks.runner.protocol``), the loader, the checks (through ``Context.convention``),
 the command line, the reports and the generated docs (``docs/contract.md``, the README's protocol
 table) all read the contract through it; no convention key, default or allowed value is written
 anywhere else.
@@ -40,7 +40,7 @@ class ContractError(ValueError):
 @dataclass(frozen=True)
 class Edge:
     """A value at the edge of what an argument allows: every clause whose calls vary the argument passes it in its
-    fixed cases (the ones that run on every seed), and the strategies draw it often (rlspec.checks.edges)."""
+    fixed cases (the ones that run on every seed), and the strategies draw it often (rlspec.checks.kit.edges)."""
 
     value: Any  # a number (NaN allowed), or None: an optional argument left out
     why: str
@@ -145,7 +145,7 @@ class Promise:
     meaning that make it, quoted verbatim; for a candidate-level promise (``[[promise]]`` of
     ``00_candidate.toml``, true of every operation), the promise in words. ``clauses``: the clauses that fail
     a candidate that breaks it. ``by``: a promise no clause can fail is kept by ``protocol`` (every call
-    through checks/protocol.py: a candidate that breaks it gets ``error`` on any clause), by the ``suite``
+    through checks/runner/protocol.py: a candidate that breaks it gets ``error`` on any clause), by the ``suite``
     (a promise the suite makes to the candidate: the callables it passes, the noise it draws), or by the
     ``bounds`` of every clause (the precision an output's dtype claims)."""
 

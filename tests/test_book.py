@@ -24,7 +24,8 @@ import pytest
 
 from rlspec.checks import load, run_conformance
 from rlspec.checks.book import build as book_build
-from rlspec.checks.book import collect, history, markdown
+from rlspec.checks.book import collect, markdown
+from rlspec.checks.matrix import history
 from rlspec.checks.book.html import e, python, script_json
 from rlspec.spec import catalogue
 
@@ -672,7 +673,7 @@ def releases_book(tmp_path_factory):
     install and one outside the range. Built in-process with two proofs (fast)."""
     import copy
 
-    from rlspec.checks import releases
+    from rlspec.checks.matrix import releases
     from rlspec.spec import proofs as proofs_module
 
     folder = tmp_path_factory.mktemp("releases-book")

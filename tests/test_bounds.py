@@ -26,8 +26,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlspec.checks import reference_candidate, run_conformance
-from rlspec.checks.protocol import OPERATIONS
+from rlspec.checks import run_conformance
+from rlspec.checks.runner import reference_candidate
+from rlspec.checks.runner.protocol import OPERATIONS
 from rlspec.spec import contract
 
 

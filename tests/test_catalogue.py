@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import MUTANTS, ROOT, mutant_metadata
-from rlspec.checks.cli import markdown_bugs, markdown_catalogue
-from rlspec.checks.protocol import OPERATIONS
-from rlspec.checks.registry import load_all
+from rlspec.checks.cli import CHAPTERS_BEGIN, CHAPTERS_END, markdown_bugs, markdown_catalogue, markdown_chapters
+from rlspec.checks.runner.protocol import OPERATIONS
+from rlspec.checks.runner.chapters import load_all
 from rlspec.spec import catalogue
 from rlspec.spec.catalogue import CatalogueError, _clause
 from rlspec.spec.proofs import PROOFS
@@ -64,6 +64,13 @@ def test_every_mutant_names_catalogued_clauses_and_a_bug(mutant):
 def test_docs_clause_catalogue_is_generated_from_the_catalogue():
     path = ROOT / "docs" / "clauses.md"
     assert path.read_text(encoding="utf-8") == markdown_catalogue(), "regenerate: rlspec list --format markdown > docs/clauses.md"
+
+
+def test_the_chapter_numbers_in_extending_are_generated_from_the_catalogue():
+    text = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    start, end = text.index(CHAPTERS_BEGIN), text.index(CHAPTERS_END) + len(CHAPTERS_END) + 1
+    assert text[start:end] == markdown_chapters(), \
+        "regenerate: replace the block between the markers of docs/extending.md with `rlspec list --format chapters`"
 
 
 def test_docs_known_bugs_is_generated_from_the_bug_catalogue():

@@ -16,8 +16,8 @@ from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks import contract_docs
 from rlspec.checks.cli import main
-from rlspec.checks.loader import LoadError
-from rlspec.checks.protocol import OPERATIONS, Candidate
+from rlspec.checks.runner.loader import LoadError
+from rlspec.checks.runner.protocol import OPERATIONS, Candidate
 from rlspec.spec import catalogue, contract
 from rlspec.spec.contract import ContractError
 

@@ -18,8 +18,10 @@ import types
 import numpy as np
 import pytest
 
-from rlspec.checks import edges, reference_candidate, run_conformance
-from rlspec.checks.protocol import OPERATIONS
+from rlspec.checks import run_conformance
+from rlspec.checks.kit import edges
+from rlspec.checks.runner import reference_candidate
+from rlspec.checks.runner.protocol import OPERATIONS
 from rlspec.spec import catalogue, contract
 
 SEEDS = (0, 5)
@@ -105,7 +107,7 @@ CLAUSES = list(catalogue.clauses())
 @pytest.mark.parametrize("clause", CLAUSES, ids=[c.id for c in CLAUSES])
 def test_every_clause_takes_the_edges_of_the_arguments_it_varies(clause):
     missing = gaps(clause)
-    assert not missing, f"{clause.id}'s fixed cases miss contract edges (add them with rlspec.checks.edges.cases, or name the " \
+    assert not missing, f"{clause.id}'s fixed cases miss contract edges (add them with rlspec.checks.kit.edges.cases, or name the " \
                         f"argument in the clause's no_edges with the reason): {'; '.join(missing)}"
 
 

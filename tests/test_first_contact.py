@@ -185,7 +185,7 @@ def test_a_folder_for_a_report_is_refused_before_the_run(capsys, tmp_path):
 
 
 def test_a_missing_adapter_library_names_its_extra(capsys):
-    pytest.importorskip("rlspec.checks.loader")
+    pytest.importorskip("rlspec.checks.runner.loader")
     try:
         import stable_baselines3  # noqa: F401
         pytest.skip("stable-baselines3 is installed here")

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 
 from rlspec.checks import run_conformance
 from rlspec.checks.clauses import gaussian as checks
-from rlspec.checks.loader import from_object
-from rlspec.checks.strategies import gaussian as gaussian_strategies
+from rlspec.checks.runner.loader import from_object
+from rlspec.checks.kit.strategies import gaussian as gaussian_strategies
 from rlspec.reference import gaussian as ref
 from rlspec.spec import contract
 

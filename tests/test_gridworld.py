@@ -157,13 +157,13 @@ def test_enumerated_rollout_marks_both_flags_when_a_terminal_meets_the_time_limi
 def test_env_passes_gymnasiums_checker():
     from gymnasium.utils.env_checker import check_env
 
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from rlspec.checks.kit.gridworld_env import GridworldEnv
 
     check_env(GridworldEnv(), skip_render_check=True)
 
 
 def test_env_terminates_at_goal_and_pit_and_truncates_at_the_time_limit():
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from rlspec.checks.kit.gridworld_env import GridworldEnv
 
     env = GridworldEnv()
     env.reset(seed=3)
@@ -194,7 +194,7 @@ def test_env_terminates_at_goal_and_pit_and_truncates_at_the_time_limit():
 
 
 def test_env_transition_frequencies_match_P():
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from rlspec.checks.kit.gridworld_env import GridworldEnv
 
     env = GridworldEnv()
     counts = np.zeros(S)
@@ -211,7 +211,7 @@ def test_env_transition_frequencies_match_P():
 def test_reference_trainer_is_deterministic_and_leaves_global_rngs_alone():
     import torch
 
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from rlspec.checks.kit.gridworld_env import GridworldEnv
     from rlspec.reference.training import train_ppo
 
     torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
@@ -225,7 +225,7 @@ def test_reference_trainer_clears_the_bar_on_many_seeds():
     """The yardstick: 12 training seeds, each with a wide margin over both thresholds."""
     import torch
 
-    from rlspec.checks.gridworld_env import GridworldEnv
+    from rlspec.checks.kit.gridworld_env import GridworldEnv
     from rlspec.reference.training import train_ppo
 
     threads = torch.get_num_threads()
@@ -282,7 +282,7 @@ def test_catalogue_notes_are_generated_from_the_world(clause):
 
 
 def test_figure_claims_hold_and_can_fail():
-    from rlspec.checks import figures
+    from rlspec.checks.book import figures
 
     rows = figures.bias_variance_table()
     assert all(holds for _, holds, _ in figures.claims(rows))
@@ -303,7 +303,7 @@ def test_rlspec_figures_writes_both_figures_reproducibly(tmp_path, capsys):
     assert "lambda" in out and "holds" in out
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == ["gae_bias_variance.png", "ppo_clip_objective.png"]
-    from rlspec.checks import figures
+    from rlspec.checks.book import figures
 
     figures.write_clip_figure(tmp_path / "again.png")
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()

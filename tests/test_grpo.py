@@ -13,7 +13,7 @@ import torch
 
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import grpo as checks
-from rlspec.checks.protocol import Candidate
+from rlspec.checks.runner.protocol import Candidate
 from rlspec.reference import grpo as ref
 from rlspec.spec import contract
 from rlspec.spec.contract import ContractError

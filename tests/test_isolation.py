@@ -17,7 +17,7 @@ import pytest
 from conftest import BAD, ROOT
 from rlspec.checks import run_conformance
 from rlspec.checks.cli import main
-from rlspec.checks.loader import LoadError
+from rlspec.checks.runner.loader import LoadError
 
 BAD_DIR = ROOT / "tests" / "bad"
 ONE = "GAE-SEED-EXAMPLE"
@@ -185,7 +185,7 @@ def test_a_hang_outside_candidate_calls_blames_the_clauses_one_operation(tmp_pat
 
 
 def test_blame_rule():
-    from rlspec.checks.worker import blame
+    from rlspec.checks.runner.worker import blame
 
     assert blame("gae", ("gae",)) == "gae"
     assert blame("gae", ("ppo_loss", "gae")) == "gae"  # the operation running wins
@@ -198,7 +198,7 @@ def test_the_marker_follows_candidate_calls():
     import multiprocessing
 
     from rlspec.checks import Candidate
-    from rlspec.checks.worker import _marked
+    from rlspec.checks.runner.worker import _marked
 
     inside = multiprocessing.get_context().RawValue("i", 0)
     seen = {}

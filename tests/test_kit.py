@@ -1,14 +1,12 @@
-"""The checking kit the chapters share: no chapter imports another chapter's module, every public strategy
-draws what it promises from its defaults and names a bad argument, and the shared math modules are the
-chapters' only copy of their formulas."""
+"""The checking kit the chapters share: every public strategy draws what it promises from its defaults and
+names a bad argument, and the shared math modules are the chapters' only copy of their formulas (which way
+imports run, chapters and kit included, is tests/test_layers.py's)."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,44 +15,17 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument, NonInteractiveExampleWarning
 
 from conftest import ROOT
-from rlspec.checks import clipping
-from rlspec.checks.strategies import base, groups, kl, ppo, tokens, trust_region
+from rlspec.checks.kit import clipping
+from rlspec.checks.kit.strategies import base, groups, kl, ppo, tokens, trust_region
 
-CHAPTERS = sorted(p.stem for p in (ROOT / "checks" / "clauses").glob("*.py") if p.stem != "__init__")
-STRATEGY_MODULES = sorted(p.stem for p in (ROOT / "checks" / "strategies").glob("*.py") if p.stem != "__init__")
-
-
-def imported_modules(path: Path) -> set[str]:
-    """The modules a file imports, as written (relative imports keep their dots)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base_name = "." * node.level + (node.module or "")
-            found.add(base_name)
-            found.update(f"{base_name}.{a.name}" if node.module else "." * node.level + a.name for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return found
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_no_chapter_imports_another_chapter(chapter):
-    imports = imported_modules(ROOT / "checks" / "clauses" / f"{chapter}.py")
-    others = [c for c in CHAPTERS if c != chapter]
-    assert not [m for m in imports if m in {f".{c}" for c in others} | {f"rlspec.checks.clauses.{c}" for c in others}], imports
-
-
-@pytest.mark.parametrize("module", STRATEGY_MODULES)
-def test_strategies_import_no_chapter(module):
-    imports = imported_modules(ROOT / "checks" / "strategies" / f"{module}.py")
-    assert not [m for m in imports if "clauses" in m], imports
+STRATEGY_MODULES = sorted(p.stem for p in (ROOT / "checks" / "kit" / "strategies").glob("*.py") if p.stem != "__init__")
 
 
 def public_strategies():
     """Every public strategy function of the strategies package that can be called with its defaults."""
     found = []
     for name in STRATEGY_MODULES:
-        module = importlib.import_module(f"rlspec.checks.strategies.{name}")
+        module = importlib.import_module(f"rlspec.checks.kit.strategies.{name}")
         for attr, function in vars(module).items():
             if attr.startswith("_") or not inspect.isfunction(function) or function.__module__ != module.__name__:
                 continue
@@ -115,7 +86,7 @@ def test_the_rounding_is_what_a_candidate_receives():
 
 
 def test_the_clipped_surrogate_has_one_home():
-    """The PPO and RLHF chapters read the clipped objective and its bounds from checks/clipping.py."""
+    """The PPO and RLHF chapters read the clipped objective and its bounds from checks/kit/clipping.py."""
     from rlspec.checks.clauses import ppo as ppo_chapter, rlhf as rlhf_chapter
 
     for chapter in (ppo_chapter, rlhf_chapter):

@@ -1,4 +1,4 @@
-"""The conformance matrix (checks/matrix.py, `rlspec matrix`): discovery, merge, rendering, the
+"""The conformance matrix (checks/matrix/, `rlspec matrix`): discovery, merge, rendering, the
 committed docs/conformance.md, and adapters whose library is not installed."""
 
 import importlib.util
@@ -102,7 +102,7 @@ def test_check_adapter_runs_the_adapter_and_its_variants(monkeypatch, tmp_path):
     import sys
     import types
 
-    from rlspec.checks.loader import load
+    from rlspec.checks.runner.loader import load
 
     reference, mutant = load("reference"), load(MUTANT)
     import importlib.machinery

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from conftest import MUTANTS, mutant_metadata
 from rlspec.checks import load, run_conformance
-from rlspec.checks.assertions import ClauseFailure
-from rlspec.checks.loader import from_object
-from rlspec.checks.registry import Check
-from rlspec.checks.verdict import DTYPES, PROFILES, run_clause
+from rlspec.checks.kit.assertions import ClauseFailure
+from rlspec.checks.runner.loader import from_object
+from rlspec.checks.kit.registry import Check
+from rlspec.checks.runner.verdict import DTYPES, PROFILES, run_clause
 from rlspec.reference.gae import gae as reference_gae
 from rlspec.spec import catalogue
 

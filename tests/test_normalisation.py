@@ -16,8 +16,8 @@ from hypothesis.errors import InvalidArgument
 
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import normalisation as checks
-from rlspec.checks.protocol import Candidate
-from rlspec.checks.strategies import normalisation as draws
+from rlspec.checks.runner.protocol import Candidate
+from rlspec.checks.kit.strategies import normalisation as draws
 from rlspec.reference import normalisation as ref
 from rlspec.spec import contract
 from rlspec.spec.proofs import PROOFS, PROVED, REFUTED
@@ -70,7 +70,7 @@ def test_the_constant_returns_known_answer_is_nan():
 
 def test_the_direction_known_answer_is_the_exact_expectation():
     a = contract.known_answer("normalisation.approx-kl-categorical").arrays()
-    from rlspec.checks.kl_estimators import exact
+    from rlspec.checks.kit.kl_estimators import exact
     for kind, expected in (("k1", 0.23321131), ("k3", 0.23321131), ("k2", 0.27035662)):
         assert np.mean(exact(kind, a["logp_old"], a["logp_new"])) == pytest.approx(expected, abs=5e-9)
 

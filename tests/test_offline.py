@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import offline as checks
-from rlspec.checks.protocol import Candidate
+from rlspec.checks.runner.protocol import Candidate
 from rlspec.reference import offline as ref
 from rlspec.spec import contract
 from rlspec.spec.proofs import PROVED, REFUTED

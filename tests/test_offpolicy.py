@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import offpolicy as checks
-from rlspec.checks.loader import from_object
+from rlspec.checks.runner.loader import from_object
 from rlspec.reference import offpolicy as ref
 from rlspec.spec.proofs import PROOFS, PROVED, REFUTED
 from rlspec.spec.proofs import offpolicy as proofs
@@ -293,7 +293,7 @@ def test_the_offset_shifts_the_phase(phase, offset, due):
 
 @pytest.mark.parametrize("value", [2.5, -1, True, "25"])
 def test_the_offset_is_a_non_negative_integer(value):
-    from rlspec.checks.loader import LoadError
+    from rlspec.checks.runner.loader import LoadError
 
     with pytest.raises(LoadError, match="update_step_offset takes an integer >= 0"):
         from_object(type("M", (), {"td3_actor_update_steps": staticmethod(lambda gradient_steps, policy_delay: None),

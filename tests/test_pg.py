@@ -13,7 +13,7 @@ import torch
 
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import pg as checks
-from rlspec.checks.protocol import Candidate
+from rlspec.checks.runner.protocol import Candidate
 from rlspec.reference import pg as ref
 from rlspec.spec import contract
 from rlspec.spec.contract import ContractError

@@ -12,9 +12,10 @@ import pytest
 import sympy
 import torch
 
-from rlspec.checks import clipping, run_conformance
+from rlspec.checks import run_conformance
+from rlspec.checks.kit import clipping
 from rlspec.checks.clauses import ppo as checks
-from rlspec.checks.loader import LoadError
+from rlspec.checks.runner.loader import LoadError
 from rlspec.reference import ppo as ref
 from rlspec.spec import contract
 from rlspec.spec.proofs import ppo as ppo_proofs
@@ -475,7 +476,7 @@ def test_the_kl_cases_tell_the_statistics_apart(statistic):
     """Some fixed case of PPO-UPDATE-KL-EARLY-STOP places its threshold where the other statistic stops at another step
     (on the reference's own path, which a correct update shares), so an update reading the other one fails on every seed."""
     from rlspec.checks import load
-    from rlspec.checks.verdict import PROFILES, Context
+    from rlspec.checks.runner.verdict import PROFILES, Context
     from rlspec.spec import catalogue
 
     clause = next(c for c in catalogue.clauses() if c.id == "PPO-UPDATE-KL-EARLY-STOP")

@@ -11,7 +11,7 @@ from hypothesis import given
 
 from rlspec.checks import run_conformance
 from rlspec.checks.clauses import ppo
-from rlspec.checks.strategies import ppo as draws
+from rlspec.checks.kit.strategies import ppo as draws
 from rlspec.reference import collection
 
 CLAUSE = "PPO-COLLECTED-RATIOS-ONE"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
-from rlspec.checks import report  # noqa: F401  (imported here so pytester's in-process runs reuse
-from rlspec.checks.registry import load_all  # them: numpy cannot be imported twice in one process)
+from rlspec.checks import report# noqa: F401  (imported here so pytester's in-process runs reuse
+from rlspec.checks.runner.chapters import load_all  # them: numpy cannot be imported twice in one process)
 
 load_all()
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlspec.checks import run_conformance
-from rlspec.checks.strategies import rollouts
+from rlspec.checks.kit.strategies import rollouts
 from rlspec.reference import gae as ref
 from rlspec.reference.returns import rewards_to_go
 from rlspec.spec import catalogue, contract

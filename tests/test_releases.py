@@ -1,4 +1,4 @@
-"""The matrix across releases (checks/releases.py, `rlspec matrix --releases`, `rlspec matrix merge`): the adapters'
+"""The matrix across releases (checks/matrix/releases.py, `rlspec matrix --releases`, `rlspec matrix merge`): the adapters'
 declared ranges, the plan of cells, shards that merge into exactly the report of one unsharded run, the history
 files, and docs/bugs-found.md's "Affected releases" lines read off the history. Nothing here installs a library:
 the environments and the adapter runs are stand-ins (a fake adapter checked in this process)."""
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rlspec.checks import affected, bugs_found, matrix, releases
-from rlspec.checks.book import history
+from rlspec.checks import matrix
+from rlspec.checks.matrix import affected, bugs_found, releases
+from rlspec.checks.matrix import history
 from rlspec.checks.cli import main
-from rlspec.checks.loader import load
+from rlspec.checks.runner.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANT = str(ROOT / "tests" / "mutants" / "gae_truncation_as_terminal.py")

@@ -51,7 +51,7 @@ def test_drawn_examples_ignore_local_constants():
     draws; the engine switches that off so a seed gives the same examples whatever is installed or imported."""
     from hypothesis.internal.conjecture import providers
 
-    from rlspec.checks.verdict import _no_local_constants
+    from rlspec.checks.runner.verdict import _no_local_constants
 
     original = providers._get_local_constants
     with _no_local_constants():
@@ -108,7 +108,8 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
 
 PROBE = '''\
 import contextlib, hashlib, json, os, sys
-from rlspec.checks import run_conformance, verdict
+from rlspec.checks import run_conformance
+from rlspec.checks.runner import verdict
 candidate, clauses, mode = sys.argv[1:]
 if mode == "unswitched":  # what a Hypothesis without the patch point would do
     verdict._no_local_constants = contextlib.nullcontext

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from conftest import ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks.clauses import rlhf as checks
-from rlspec.checks.loader import LoadError
-from rlspec.checks.strategies import tokens
+from rlspec.checks.runner.loader import LoadError
+from rlspec.checks.kit.strategies import tokens
 from rlspec.reference import rlhf as ref
 from rlspec.spec import contract
 from rlspec.spec.contract import ContractError
@@ -303,7 +303,7 @@ def _two_modes(per_token_loss, mask, mode, num_tokens=None, norm_length=None):
 
 
 def _two_mode_candidate(conventions):
-    from rlspec.checks.protocol import Candidate
+    from rlspec.checks.runner.protocol import Candidate
 
     return Candidate(spec="test", name="test", operations={"aggregate_loss": _two_modes}, array="torch",
                      conventions=conventions)

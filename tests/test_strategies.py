@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from rlspec.checks.strategies import discounts, episode_ends, episodes, finite_floats, rollouts
-from rlspec.checks.verdict import EXAMPLE_TIERS, PROFILES
+from rlspec.checks.kit.strategies import discounts, episode_ends, episodes, finite_floats, rollouts
+from rlspec.checks.runner.verdict import EXAMPLE_TIERS, PROFILES
 
 
 @given(rollouts(n_envs=st.none() | st.integers(1, 3)))
@@ -64,7 +64,7 @@ def test_column_and_rounding_helpers():
 
 
 # ---------------------------------------------------------------------------------------------
-# example budgets: one table of tiers (rlspec.checks.verdict.EXAMPLE_TIERS)
+# example budgets: one table of tiers (rlspec.checks.runner.verdict.EXAMPLE_TIERS)
 
 # The counts each chapter drew per property before the table existed (quick, ci, thorough): a tier
 # changes them only with a reason next to it.

@@ -191,7 +191,7 @@ def test_sign_flip_p_is_exact():
 
 
 def test_a_candidate_that_recomputes_logp_old_is_shown_beside_the_reference():
-    from rlspec.checks.loader import load
+    from rlspec.checks.runner.loader import load
 
     result = studies.run("stale-logp-old", load(RECOMPUTING_MUTANT), size="small")
     assert result.operations == {"ppo_update": "candidate", "reinforce_loss": "reference"}
@@ -205,7 +205,7 @@ def test_a_candidate_that_recomputes_logp_old_is_shown_beside_the_reference():
 
 
 def test_a_candidate_without_the_operations_gets_the_reference_and_a_note():
-    from rlspec.checks.loader import load
+    from rlspec.checks.runner.loader import load
 
     result = studies.run("lambda-bake-off", load(str(ROOT / "tests" / "mutants" / "gae_truncation_as_terminal.py")), size="small")
     assert set(result.data) == {"reference"} and result.notes and "exact" in result.notes[0]

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from torch.distributions import kl_divergence
 
 from rlspec.checks import run_conformance
-from rlspec.checks.loader import from_object
-from rlspec.checks.loader import LoadError
+from rlspec.checks.runner.loader import from_object
+from rlspec.checks.runner.loader import LoadError
 from rlspec.checks.clauses import trpo as checks
-from rlspec.checks.strategies import trust_region
+from rlspec.checks.kit.strategies import trust_region
 from rlspec.reference import trpo as ref
 from rlspec.spec import contract
 
@@ -269,7 +269,7 @@ def test_every_known_answer_is_robust(_):
 
 
 def _context(candidate, clause_id, dtype=np.float64):
-    from rlspec.checks.engine import PROFILES, Context
+    from rlspec.checks.runner.engine import PROFILES, Context
     from rlspec.spec import catalogue
 
     return Context(candidate, catalogue.by_id(clause_id), PROFILES["quick"], 0, dtype)
@@ -334,7 +334,7 @@ def test_update_diagnoses_a_missing_line_search_and_unknown_answers():
 
 
 def test_the_kl_constraint_check_catches_a_reverse_kl_update():
-    from rlspec.checks.loader import load
+    from rlspec.checks.runner.loader import load
 
     mutant = load("tests/mutants/trpo_update_kl_new_old.py")
     ctx = _context(mutant, "TRPO-LINE-SEARCH-KL-DIRECTION")

@@ -21,7 +21,7 @@ import pytest
 from conftest import MUTANTS, ROOT, VARIANTS
 from rlspec.checks import vectors
 from rlspec.checks.cli import main
-from rlspec.checks.loader import load
+from rlspec.checks.runner.loader import load
 
 COMMITTED = ROOT / "vectors"
 
@@ -49,7 +49,8 @@ def test_the_committed_set_is_what_the_generator_writes(regenerated):
 PERTURBED = """
 import os, sys
 from pathlib import Path
-from rlspec.checks import verdict, vectors
+from rlspec.checks import vectors
+from rlspec.checks.runner import verdict
 # another machine, as far as one machine can play it: one core, another example budget at every profile
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 for name, profile in list(verdict.PROFILES.items()):
@@ -115,10 +116,10 @@ def test_the_set_is_small_and_names_every_operation_it_can_hold(manifest):
 def test_floats_round_trip_exactly():
     data = json.loads((COMMITTED / "gae.json").read_text())
     for case in data["cases"]:
-        for value in vectors._decode(case["expected"]["advantages"]["tol"]["float64"]):
+        for value in vectors.format._decode(case["expected"]["advantages"]["tol"]["float64"]):
             for x in (value if isinstance(value, list) else [value]):
                 assert float(repr(x)) == x
-    assert vectors._encode(0.1 + 0.2) == 0.30000000000000004 and vectors._encode(float("nan")) == "nan"
+    assert vectors.format._encode(0.1 + 0.2) == 0.30000000000000004 and vectors.format._encode(float("nan")) == "nan"
 
 
 def test_every_mutant_is_caught_by_a_vector_or_the_manifest_says_why(manifest):

@@ -123,7 +123,7 @@ RLSPEC_CONVENTIONS = {
     # epsilon: 0.2 (GRPOConfig default; epsilon_high defaults to epsilon)
     # beta: 0.0 (GRPOConfig default: no KL term unless asked)
 }
-# What the conformance matrix shows next to this adapter (checks/matrix.py renders it).
+# What the conformance matrix shows next to this adapter (checks/matrix/__init__.py renders it).
 RLSPEC_NOTE = (
     "TRL's PPO trainer and its GAE were removed after TRL 1.12.0: token_gae, assemble_rewards, gae, "
     "ppo_value_loss and ppo_update are not provided (TRL 1.16 has GRPO and RLOO only)."

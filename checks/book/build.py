@@ -26,7 +26,7 @@ DEFAULT_VECTORS = ROOT / "vectors"
 MARKER = ".rlspec-book"  # a folder holding this is one the book may overwrite
 ASSETS = ("book.css", "book.js", "dashboard.js", "diff.js")
 
-# Where each figure of checks/figures.py belongs, and what it shows (the claims come from the figure module).
+# Where each figure of checks/book/figures.py belongs, and what it shows (the claims come from the figure module).
 FIGURES = (
     {"file": "ppo_clip_objective.png", "chapter": "ppo",
      "title": "The clipped objective min(r A, clip(r, 1 - eps, 1 + eps) A) of one sample against the ratio r.",
@@ -55,9 +55,9 @@ class Summary:
 
 
 def draw_figures(folder: str) -> list[dict]:
-    """Worker task: draw checks/figures.py's figures into ``folder``; their claims, checked."""
+    """Worker task: draw checks/book/figures.py's figures into ``folder``; their claims, checked."""
     try:
-        from ..figures import write_figures
+        from .figures import write_figures
     except ImportError as exc:  # matplotlib is the figures extra
         return [{"error": f"figures need matplotlib ({exc})"}]
     paths, claims, _ = write_figures(folder)
@@ -128,8 +128,8 @@ def build(out, *, matrix: Path | None = DEFAULT_MATRIX, history: Path | None = D
         progress(f"deriving {len(proof_ids)} proofs on {jobs or derive.default_jobs()} processes")
 
         # meanwhile: everything else
-        from .. import contract_docs
-        from ..registry import load_all
+        from . import contract_docs
+        from ..runner.chapters import load_all
         from ...spec import contract
         from . import dashboard, markdown, pages
         from .html import page as frame, script_json

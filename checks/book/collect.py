@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...spec import catalogue
-from .. import bugs_found as bugs_found_lines
-from . import history as history_mod
+from ..matrix import bugs_found as bugs_found_lines
+from ..matrix import history as history_mod
 from . import markdown
 
 
@@ -158,7 +158,7 @@ def vector_cases(folder: Path) -> tuple[dict[str, list[dict]], list[Path]]:
 
 def reference_sources(operations) -> dict[str, dict]:
     """operation -> {"qualname", "path", "source"} of the reference implementation the suite runs."""
-    from .. import reference_candidate
+    from ..runner import reference_candidate
 
     root = Path(catalogue.__file__).resolve().parents[1]
     found = {}
@@ -187,7 +187,7 @@ class Defect:
 
     anchor: str
     title: str
-    explains: list = field(default_factory=list)  # checks.bugs_found.Explanation
+    explains: list = field(default_factory=list)  # checks.matrix.bugs_found.Explanation
     defect: bool = True
 
     @property
@@ -207,7 +207,7 @@ class BugsFound:
 
 def bugs_found(path: Path, columns: list[Column], links) -> BugsFound | None:
     """docs/bugs-found.md as HTML and its entries, each with the cells its ``Cells:`` lines name
-    (``checks.bugs_found``, the one reader of that format); None if there is no such file."""
+    (``checks.matrix.bugs_found``, the one reader of that format); None if there is no such file."""
     if path is None or not Path(path).is_file():
         return None
     text = Path(path).read_text(encoding="utf-8")
@@ -267,6 +267,6 @@ def history(folder: Path | None) -> dict[str, list[dict]]:
 
 def release_indexes(folder: Path | None) -> dict[str, dict]:
     """adapter -> its ``releases.json`` (every release tried by ``rlspec matrix --releases``)."""
-    from ..releases import load_indexes
+    from ..matrix.releases import load_indexes
 
     return load_indexes(folder) if folder is not None else {}

@@ -8,7 +8,7 @@ assets/diff.js) filter and compare what the page already holds and write the vie
 
 from __future__ import annotations
 
-from ..affected import release_of, states
+from ..matrix.affected import release_of, states
 from .html import e, page, script_json, status
 from .pages import ATTENTION, PROVIDED, Book, _tally_html, clause_href, verdict_href
 
@@ -38,7 +38,7 @@ def _main_results(record: dict) -> dict:
 
 def canonical(book: Book) -> dict[str, list[dict]]:
     """Each adapter's release history: the records of one run configuration (``history.series``)."""
-    from .history import series
+    from ..matrix.history import series
 
     return {adapter: series(records) for adapter, records in book.history.items() if records}
 

@@ -284,7 +284,7 @@ def _verdicts_html(book: Book, clause) -> str:
 def _history_of(book: Book, column: Column, clause_id: str) -> str:
     """The clause's verdict for this column over the library's releases, consecutive equal verdicts as one span
     (``1.0.0 – 1.5.1: FAIL · 1.6.0 – 1.16.0: pass``)."""
-    from ..affected import release_of
+    from ..matrix.affected import release_of
 
     runs: list[list] = []  # [first release, last release, status]
     for record in book.history.get(column.adapter, []):

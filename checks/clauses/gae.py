@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches
-from ..registry import check
-from ..strategies import Rollout, discounts, episodes, rollouts, rounded
-from ..tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance, sum_identity_tolerance
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.registry import check
+from ..kit.strategies import Rollout, discounts, episodes, rollouts, rounded
+from ..kit.tolerances import gae_tolerance, returns_tolerance, rewards_to_go_tolerance, sum_identity_tolerance
 from ...reference import gae as ref
 from ...spec import contract
 
@@ -47,7 +47,7 @@ def td_errors(r: Rollout) -> np.ndarray:
 
 def edge_rollouts(base: Rollout, *names: str) -> list[Rollout]:
     """``base`` with gamma, then lambda (or only ``names``), moved to each edge the contract gives them (0 and 1): the fixed
-    cases every GAE clause takes on every seed (rlspec.checks.edges)."""
+    cases every GAE clause takes on every seed (rlspec.checks.kit.edges)."""
     return [base.with_(**{k: args[k] for k in ("gamma", "lam")}) for args, _ in
             edges.cases("gae", {"gamma": base.gamma, "lam": base.lam}, *(names or ("gamma", "lam")))]
 
@@ -451,7 +451,7 @@ def float32_long_rollout(ctx):
 @check("GAE-INPUTS-NOT-MUTATED")
 def inputs_not_mutated(ctx):
     """gae leaves every input array exactly as it was (checked on the seed examples and drawn rollouts)."""
-    from ..protocol import MutatedInput
+    from ..kit.context import MutatedInput
 
     def verify(rollout):
         try:

@@ -14,12 +14,12 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
-from ..registry import check
-from ..strategies import gaussian as draws
-from ..strategies import rounded as _rounded
-from ..tolerances import TINY
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches, mismatch_table
+from ..kit.registry import check
+from ..kit.strategies import gaussian as draws
+from ..kit.strategies import rounded as _rounded
+from ..kit.tolerances import TINY
 from ...spec import contract
 
 LOG_2 = math.log(2.0)
@@ -110,7 +110,7 @@ def tanh_tolerance(mean, log_std, u_pre, u):
 
 
 def rounded(dtype, *arrays):
-    """Each array as the candidate receives it in ``dtype`` (rlspec.checks.strategies.rounded)."""
+    """Each array as the candidate receives it in ``dtype`` (rlspec.checks.kit.strategies.rounded)."""
     return [_rounded(a, dtype) for a in arrays]
 
 

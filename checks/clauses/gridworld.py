@@ -22,15 +22,15 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import edges
-from ..assertions import ClauseFailure, mismatch_table
-from ..registry import check
-from ..strategies import Rollout, rounded
-from ..strategies import gridworld as draws
-from ..tolerances import U64, gae_tolerance
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, mismatch_table
+from ..kit.registry import check
+from ..kit.strategies import Rollout, rounded
+from ..kit.strategies import gridworld as draws
+from ..kit.tolerances import U64, gae_tolerance
 from ...reference import gridworld as gw
 
-from ..tabular import (  # noqa: F401 - shared with the theory chapter; re-exported for tests and replays
+from ..kit.tabular import (  # noqa: F401 - shared with the theory chapter; re-exported for tests and replays
     GREEDY, POLICY_BITS, UNIFORM, WORLD, Policy, dyadic_policy, exact_advantages, exact_float, exact_mdp, exact_values,
     float_mdp, policies,
 )
@@ -165,7 +165,7 @@ def nodes_of(policy: Policy) -> Nodes:
 # expectation E = sum_n w_n x*_n of the exact GAE x* on exact inputs:
 #   1. candidate: |x_n - x*_n| <= tau_n, tau = gae_tolerance(column, u) at the precision u of the
 #      call, which covers the candidate's rounding and its inputs' rounding to u (rewards, values,
-#      gamma, lambda; see checks/tolerances.py), plus gae_tolerance(column, 2^-53) for rounding the
+#      gamma, lambda; see checks/kit/tolerances.py), plus gae_tolerance(column, 2^-53) for rounding the
 #      exact inputs (V^pi, -0.04, 0.99) to float64 before that. Weighted: sum_n w_n tau_n / sum w.
 #   2. weights: each float weight is P(s'|s,a) times at most H - 1 chain factors
 #      fl(sum_a pi(a|s) fl(P(s'|s,a))), each within (A + 1) u64 of its exact value (pi is exact);
@@ -446,15 +446,13 @@ def call_trainer(ctx, seed: int) -> np.ndarray:
     (tiny tensors: more threads only add synchronisation; the setting is restored)."""
     import torch
 
-    from .. import protocol
-    from ..gridworld_env import GridworldEnv
+    from ..kit.context import CandidateError, describe
+    from ..kit.gridworld_env import GridworldEnv
 
-    function = ctx.candidate.operations["train_ppo"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        result, _, changes = protocol._invoke(
-            lambda **kw: function(**kw), {"env": GridworldEnv(), "iterations": TRAIN_ITERATIONS, "seed": seed}, "train_ppo")
+        result, changes = ctx.invoke("train_ppo", {"env": GridworldEnv(), "iterations": TRAIN_ITERATIONS, "seed": seed})
     finally:
         torch.set_num_threads(threads)
     for change in changes:
@@ -462,15 +460,15 @@ def call_trainer(ctx, seed: int) -> np.ndarray:
     try:
         returns = np.array([float(r) for r in np.ravel(np.asarray(result, dtype=object))])
     except (TypeError, ValueError):
-        raise protocol.CandidateError(f"train_ppo returned {protocol.describe(result)}; expected a sequence of episode returns") from None
+        raise CandidateError(f"train_ppo returned {describe(result)}; expected a sequence of episode returns") from None
     if returns.size < FIRST + LAST:
-        raise protocol.CandidateError(f"train_ppo returned {returns.size} episode returns; {FIRST + LAST} or more are needed "
-                                      f"to compare the first {FIRST} with the last {LAST}")
+        raise CandidateError(f"train_ppo returned {returns.size} episode returns; {FIRST + LAST} or more are needed "
+                             f"to compare the first {FIRST} with the last {LAST}")
     low, high = possible_return_range()
     outside = np.flatnonzero(~((returns >= low - 1e-9) & (returns <= high + 1e-9)))
     if len(outside):
-        raise protocol.CandidateError(f"train_ppo returned an episode return of {returns[outside[0]]!r} (index {outside[0]}), "
-                                      f"outside [{low:g}, {high:g}], the undiscounted returns this env can pay")
+        raise CandidateError(f"train_ppo returned an episode return of {returns[outside[0]]!r} (index {outside[0]}), "
+                             f"outside [{low:g}, {high:g}], the undiscounted returns this env can pay")
     return returns
 
 
@@ -478,7 +476,7 @@ def reference_rows(seeds) -> list[tuple]:
     """The yardstick for a failure message: the reference trainer on the same seeds."""
     import torch
 
-    from ..gridworld_env import GridworldEnv
+    from ..kit.gridworld_env import GridworldEnv
     from ...reference.training import train_ppo
 
     threads = torch.get_num_threads()
@@ -506,7 +504,7 @@ def train_ppo_improves(ctx):
     table = "\n".join([f"{'':>22}  {'first 10':>10}  {'last 20':>10}  {'gain':>8}"] + [line(*row) for row in rows])
     yardstick = lambda: table + "\n" + "\n".join(line(*row) for row in reference_rows(seeds))
     uniform, best = return_anchors()
-    call = f"train_ppo(GridworldEnv(), iterations={TRAIN_ITERATIONS}, seed=s) for s in {seeds}  # GridworldEnv from rlspec.checks.gridworld_env"
+    call = f"train_ppo(GridworldEnv(), iterations={TRAIN_ITERATIONS}, seed=s) for s in {seeds}  # GridworldEnv from rlspec.checks.kit.gridworld_env"
     stalled = [row for row in rows if not row[3] >= MARGIN]
     if stalled:
         name, first, last, gain = stalled[0]
@@ -539,7 +537,7 @@ def transitions() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def actor_critic_expectation(ctx):
     """Every transition of the gridworld in one batch: the actor's weight delta = -d actor_loss / d logp
     (divided by the declared reduction), averaged over s' ~ P(.|s,a), is A^pi(s, a) for the exact critic."""
-    from ..gradients import gradients, reduction_scale
+    from ..kit.gradients import gradients, reduction_scale
 
     mdp = float_mdp()
     s, a, s_next, prob = transitions()
@@ -623,7 +621,7 @@ def gridworld_notes(clause_id: str) -> str:
               f"the wall it stays; gamma = {w.gamma:g}.")
     if clause_id == "GRID-TRAIN-PPO-IMPROVES":
         uniform, best = return_anchors()
-        return (f"{common} The env (rlspec.checks.gridworld_env.GridworldEnv, a gymnasium.Env) truncates an episode "
+        return (f"{common} The env (rlspec.checks.kit.gridworld_env.GridworldEnv, a gymnasium.Env) truncates an episode "
                 f"after {w.time_limit} steps. Budget {TRAIN_ITERATIONS} iterations; training seeds {list(QUICK_SEEDS)} "
                 f"at quick, more at ci and thorough; gain of at least {MARGIN:g} per seed (last {LAST} vs first {FIRST} "
                 f"episodes). Expected episode returns over {w.time_limit} steps, by dynamic programming: uniform policy {uniform:.4f}, best "

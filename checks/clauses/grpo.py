@@ -38,16 +38,16 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .. import kl_estimators
-from .. import protocol
-from ..assertions import ClauseFailure, assert_close, matches
-from ..kl_estimators import ELEMENTARY
-from ..protocol import CandidateError
-from ..registry import check
-from ..strategies import groups as draws
-from ..strategies import rounded
-from ..strategies.groups import GROUP_KINDS, MODERATE  # noqa: F401 - MODERATE: the bound the module docstring names
-from ..tolerances import TINY, U64, smallest_normal
+from ..kit import kl_estimators
+from ..kit.context import format_call
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.kl_estimators import ELEMENTARY
+from ..kit.context import CandidateError
+from ..kit.registry import check
+from ..kit.strategies import groups as draws
+from ..kit.strategies import rounded
+from ..kit.strategies.groups import GROUP_KINDS, MODERATE  # noqa: F401 - MODERATE: the bound the module docstring names
+from ..kit.tolerances import TINY, U64, smallest_normal
 from ...spec import contract
 
 KL_KINDS = contract.convention("kl_penalty_kinds").allowed
@@ -192,7 +192,7 @@ def run_groups(ctx, scores, groups, kind, *, allow_nonfinite=False):
                         shape=scores.shape, allow_nonfinite=allow_nonfinite)
     finally:
         ctx.candidate = candidate
-    call.code = protocol.format_call("group_advantages", {"scores": scores.astype(ctx.dtype), "groups": groups, "kind": kind})
+    call.code = format_call("group_advantages", {"scores": scores.astype(ctx.dtype), "groups": groups, "kind": kind})
     return call.outputs[0], call, scores
 
 

@@ -16,13 +16,13 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import protocol
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches
-from ..kl_estimators import exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
-from ..registry import check
-from ..strategies import kl as draws
-from ..tolerances import U64
+from ..kit.context import Call
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.kl_estimators import exact, expectation_tolerance, kl_divergence, order_note, per_sample_tolerance, run_kl
+from ..kit.registry import check
+from ..kit.strategies import kl as draws
+from ..kit.tolerances import U64
 from ...spec import contract
 
 KINDS = contract.convention("kl_estimate_kinds").allowed
@@ -34,7 +34,7 @@ REVERSED = {kind: contract.known_answer(f"kl.known-reversed-{kind}") for kind in
 EXPECTATION = "sum exp(logp_sampler) estimates"  # the derived number: E_sampler[k]
 
 
-# calling the candidate under its declared argument order: rlspec.checks.kl_estimators.run_kl
+# calling the candidate under its declared argument order: rlspec.checks.kit.kl_estimators.run_kl
 
 
 def check_per_sample(ctx, kind, logp_sampler, logp_other, *, what="", cause=""):
@@ -260,12 +260,17 @@ def _as_array(result):
     return result
 
 
-def run_update(ctx, beta: float, kl: float, target: float) -> tuple[float, protocol.Call]:
+def run_update(ctx, beta: float, kl: float, target: float) -> tuple[float, Call]:
     """Call kl_coefficient_update with Python floats; a scalar result is accepted (wrapped as a 0-d array)."""
     function = ctx.candidate.operations["kl_coefficient_update"]
-    scalar = dataclasses.replace(ctx.candidate, operations={
-        **ctx.candidate.operations, "kl_coefficient_update": lambda **kw: _as_array(function(**kw))})
-    call = protocol.call(scalar, "kl_coefficient_update", {"beta": beta, "kl": kl, "target": target}, shape=())
+    candidate = ctx.candidate
+    ctx.candidate = dataclasses.replace(candidate, operations={
+        **candidate.operations, "kl_coefficient_update": lambda **kw: _as_array(function(**kw))})
+    try:
+        call = ctx.call("kl_coefficient_update", {"beta": beta, "kl": kl, "target": target}, shape=(),
+                        dtype=np.float64, record=False)
+    finally:
+        ctx.candidate = candidate
     if call.unit_roundoff > U64:  # as Context.call notes it
         note = f"judged at the precision of its output ({', '.join(sorted(set(call.output_dtypes)))})"
         if note not in ctx.notes:

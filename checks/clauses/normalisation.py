@@ -4,7 +4,7 @@ merge, observation normalisation, reward scaling, and the diagnostics of an upda
 Expected numbers are exact: the running statistics of the rows a candidate received (rounded to its
 precision first) are computed in integer arithmetic (every float is an integer times a power of two), the
 return accumulator and the explained variance in rationals, and rounded to float64 once. The diagnostics
-are means of per-sample values the KL chapter's formulas give (``checks/kl_estimators.py``).
+are means of per-sample values the KL chapter's formulas give (``checks/kit/kl_estimators.py``).
 
 Tolerances (u: the unit roundoff judged; first order in u; the oracle rounds its results once, so 4 u64 of
 every value is added; counts n are exact numbers, a prior's count c included).
@@ -57,13 +57,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import edges, protocol
-from ..assertions import ClauseFailure, assert_close, matches
-from ..kl_estimators import ELEMENTARY, exact as kl_exact, per_sample_tolerance
-from ..registry import check
-from ..strategies import normalisation as draws
-from ..strategies import rounded
-from ..tolerances import TINY, U64, smallest_normal
+from ..kit import edges
+from ..kit.context import Call, CandidateError
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.kl_estimators import ELEMENTARY, exact as kl_exact, per_sample_tolerance
+from ..kit.registry import check
+from ..kit.strategies import normalisation as draws
+from ..kit.strategies import rounded
+from ..kit.tolerances import TINY, U64, smallest_normal
 from ...spec import contract
 
 ORACLE = 4 * U64  # the oracle's own rounding of each value it returns, relative
@@ -300,7 +301,7 @@ def _scalar_outputs(ctx, operation: str):
     return dataclasses.replace(ctx.candidate, operations={**ctx.candidate.operations, operation: wrapped})
 
 
-def call(ctx, operation: str, args: dict, **options) -> protocol.Call:
+def call(ctx, operation: str, args: dict, **options) -> Call:
     """``ctx.call`` with scalar outputs accepted."""
     candidate = ctx.candidate
     ctx.candidate = _scalar_outputs(ctx, operation)
@@ -317,7 +318,7 @@ def run_moments(ctx, x, batch_end, **options):
     mean, var, count = c.outputs
     for name, value, shape in (("mean", mean, (D,)), ("var", var, (D,)), ("count", count, ())):
         if value.shape != shape:
-            raise protocol.CandidateError(f"running_moments output {name} has shape {value.shape}; expected {shape}")
+            raise CandidateError(f"running_moments output {name} has shape {value.shape}; expected {shape}")
     return mean, var, float(count), c, x
 
 
@@ -494,7 +495,7 @@ def run_merge(ctx, a, b):
     D = len(args["mean_a"])
     for name, value, shape in zip(("mean", "var", "count"), c.outputs, ((D,), (D,), ())):
         if value.shape != shape:
-            raise protocol.CandidateError(f"merge_moments output {name} has shape {value.shape}; expected {shape}")
+            raise CandidateError(f"merge_moments output {name} has shape {value.shape}; expected {shape}")
     return c.outputs[0], c.outputs[1], float(c.outputs[2]), c, args
 
 

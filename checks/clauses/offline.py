@@ -54,16 +54,15 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .. import protocol
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches
-from ..protocol import CandidateError
-from ..cql import run_cql
-from ..registry import check
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.context import CandidateError
+from ..kit.cql import run_cql
+from ..kit.registry import check
 from ...spec import contract
-from ..kl_estimators import ELEMENTARY  # exp and log, in units of u
-from ..strategies import rounded
-from ..tolerances import TINY, U64, rounding_error, smallest_normal
+from ..kit.kl_estimators import ELEMENTARY  # exp and log, in units of u
+from ..kit.strategies import rounded
+from ..kit.tolerances import TINY, U64, rounding_error, smallest_normal
 
 QUADRATURE_NODES = 8  # Gauss-Legendre nodes per sample position (the target uses the same nodes: exact)
 
@@ -444,7 +443,7 @@ SAMPLED_KNOWN = [known_sampled("offline.cql-sampled-box"), known_sampled("offlin
 
 
 def sampled_edges(s: Sampled, *names: str) -> list[tuple[Sampled, str]]:
-    """``s`` with alpha and the temperature (or only ``names``) moved to each of their contract edges (rlspec.checks.edges)."""
+    """``s`` with alpha and the temperature (or only ``names``) moved to each of their contract edges (rlspec.checks.kit.edges)."""
     return [(dataclasses.replace(s, alpha=args["alpha"], temperature=args["temperature"]), label)
             for args, label in edges.cases("cql_sampled_penalty", {"alpha": s.alpha, "temperature": s.temperature}, *names)]
 

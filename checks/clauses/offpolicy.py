@@ -29,12 +29,12 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
-from ..protocol import CandidateError, NotProvided
-from ..registry import check
-from ..strategies import rounded
-from ..tolerances import TINY, rounding_error, smallest_normal
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches, mismatch_table
+from ..kit.context import CandidateError, NotProvided
+from ..kit.registry import check
+from ..kit.strategies import rounded
+from ..kit.tolerances import TINY, rounding_error, smallest_normal
 from ...spec import contract
 
 LOG_2 = math.log(2.0)
@@ -326,7 +326,7 @@ HAND_SAC = Case(
 
 def edge_cases(op: str, case: Case, *names: str) -> list[Case]:
     """``case`` with each scalar argument of ``op`` (gamma; TD3's noise_clip; SAC's alpha; or only ``names``) moved to each
-    edge the contract gives it: 0 and 1 (rlspec.checks.edges)."""
+    edge the contract gives it: 0 and 1 (rlspec.checks.kit.edges)."""
     base = {name: getattr(case, name) for name in ("gamma", "alpha", "noise_clip")
             if any(a.name == name for a in contract.operations()[op].inputs)}
     return [replace(case, **{k: args[k] for k in base}) for args, _ in edges.cases(op, base, *names)]
@@ -1237,7 +1237,7 @@ def due_on(phase: str, offset: int, n_steps: int, period: int) -> np.ndarray:
 @check("POLYAK-INPUTS-NOT-CHANGED")
 def polyak_inputs_not_changed(ctx):
     """The update is returned; the target and online arrays the candidate was given are left as they were."""
-    from ..protocol import MutatedInput
+    from ..kit.context import MutatedInput
 
     ctx.provided("target_update_kinds", "polyak")
 

@@ -27,14 +27,14 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .. import edges
-from ..assertions import assert_close, matches
-from ..gradients import gradients, reduction_scale
-from ..registry import check
-from ..strategies import policy_gradient as draws
-from ..strategies import rounded
-from ..strategies.policy_gradient import GaussianCase, LinearCritic, SoftmaxCase, Transitions, transitions
-from ..tolerances import TINY, U64, smallest_normal
+from ..kit import edges
+from ..kit.assertions import assert_close, matches
+from ..kit.gradients import gradients, reduction_scale
+from ..kit.registry import check
+from ..kit.strategies import policy_gradient as draws
+from ..kit.strategies import rounded
+from ..kit.strategies.policy_gradient import GaussianCase, LinearCritic, SoftmaxCase, Transitions, transitions
+from ..kit.tolerances import TINY, U64, smallest_normal
 from ...reference import pg as ref
 from ...spec import contract
 

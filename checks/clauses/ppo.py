@@ -11,9 +11,9 @@ each clause checks the declared value exactly.
 
 ``ppo_update``'s protocol. The suite hands the candidate what a collector would have produced,
 built so that every property is observable from outside, and watches what the update does to it
-(``rlspec.checks.recording``; docs/adapting-real-code.md is the contract for adapter authors):
+(``rlspec.checks.kit.recording``; docs/adapting-real-code.md is the contract for adapter authors):
 
-* ``policy``: a torch module (:class:`rlspec.checks.recording.ObservedActorCritic`, the reference's
+* ``policy``: a torch module (:class:`rlspec.checks.kit.recording.ObservedActorCritic`, the reference's
   ``LinearActorCritic``) on one-hot observations, one state per sample, so each sample's
   log-probability depends on its own parameters only, bit for bit, whatever minibatch it is evaluated
   in, and each forward's rows are read off its input. ``policy(obs) -> (dist, values)`` (CleanRL style)
@@ -44,19 +44,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close
-from ..clipping import (
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close
+from ..kit.clipping import (
     ClipRange, clip_gradient_tolerance, clip_loss_tolerance, clip_objective, log_derivative_bounds, ratio_relative_error,
 )
-from ..gradients import leaf_gradient
-from ..protocol import CandidateError, NotProvided, captured_output, describe
-from ..recording import ObservedActorCritic, Recording, RecordingSGD
-from .. import standardise
-from ..registry import check
-from ..strategies import ppo as draws
-from ..strategies import normal_floats, rounded
-from ..tolerances import TINY, U64, smallest_normal, tiny
+from ..kit.gradients import leaf_gradient
+from ..kit.context import CandidateError, NotProvided, captured_output, describe
+from ..kit.recording import ObservedActorCritic, Recording, RecordingSGD
+from ..kit import standardise
+from ..kit.registry import check
+from ..kit.strategies import ppo as draws
+from ..kit.strategies import normal_floats, rounded
+from ..kit.tolerances import TINY, U64, smallest_normal, tiny
 from ...reference.ppo import LinearActorCritic
 from ...reference import ppo as ref
 from ...spec import contract
@@ -102,7 +102,7 @@ def clip_conventions(ctx) -> ClipRange:
 
 
 # ---------------------------------------------------------------------------------------------
-# ppo_clip_loss: calling the candidate (the formulas and tolerances are rlspec.checks.clipping's)
+# ppo_clip_loss: calling the candidate (the formulas and tolerances are rlspec.checks.kit.clipping's)
 
 
 def call_clip_loss(ctx, logp_new, logp_old, advantages, clip_eps, *, allow_nonfinite=False):
@@ -481,12 +481,12 @@ def value_loss_clipped(ctx):
 
 
 def normalised(A, conv: Conventions):
-    """The declared normalisation of ``A`` (float64): ``rlspec.checks.standardise.normalised``."""
+    """The declared normalisation of ``A`` (float64): ``rlspec.checks.kit.standardise.normalised``."""
     return standardise.normalised(A, conv.advantage_std_ddof, conv.advantage_eps, conv.advantage_eps_form)
 
 
 def normalisation_tolerance(A, conv: Conventions, u):
-    """Per-element bound on |computed - exact| (``rlspec.checks.standardise.normalisation_tolerance``)."""
+    """Per-element bound on |computed - exact| (``rlspec.checks.kit.standardise.normalisation_tolerance``)."""
     return standardise.normalisation_tolerance(A, conv.advantage_std_ddof, conv.advantage_eps, conv.advantage_eps_form, u)
 
 
@@ -661,7 +661,7 @@ def entropy_bonus_sign(ctx):
 # ---------------------------------------------------------------------------------------------
 # ppo_update: the suite's policy, optimizer and batch, and what the update did to them
 #
-# The candidate receives the suite's module and optimizer (rlspec.checks.recording) and is watched,
+# The candidate receives the suite's module and optimizer (rlspec.checks.kit.recording) and is watched,
 # not asked: every forward (the rows it saw), every step (the gradient it applied, the parameters
 # before and after). From the recording the suite knows each step's minibatch and recomputes, in
 # float64 at the parameters of that moment, the gradient the declared loss gives on those rows.

@@ -17,7 +17,7 @@ Conventions (log_ratio_clamp, seq_mean_token_mean_eps, aggregate_loss_modes) are
 Tolerances (u: the unit roundoff judged; eta: the smallest normal number of that precision, the
 absolute loss of one rounding below it):
 
-* token_gae: :func:`rlspec.checks.tolerances.gae_tolerance` on the compacted row. A correct
+* token_gae: :func:`rlspec.checks.kit.tolerances.gae_tolerance` on the compacted row. A correct
   implementation on the padded row adds no rounding at masked positions: carrying a value through
   a masked position is a selection or ``x * 1 + y * 0``, both exact for finite x, y.
 * assemble_rewards: the coefficient rounded to the candidate's precision (u |b kl|), the product
@@ -38,16 +38,16 @@ import math
 
 import numpy as np
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches
-from ..clipping import ClipRange, clip_objective, log_derivative_bounds, ratio_relative_error
-from ..gradients import leaf_gradient
-from ..strategies import normal_floats, rounded
-from ..strategies import tokens as draws
-from ..strategies.tokens import GaeCase, gae_case
-from ..registry import check
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches
+from ..kit.clipping import ClipRange, clip_objective, log_derivative_bounds, ratio_relative_error
+from ..kit.gradients import leaf_gradient
+from ..kit.strategies import normal_floats, rounded
+from ..kit.strategies import tokens as draws
+from ..kit.strategies.tokens import GaeCase, gae_case
+from ..kit.registry import check
 from ...spec import contract
-from ..tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal, sum_identity_tolerance, tiny
+from ..kit.tolerances import TINY, gae_tolerance, returns_tolerance, smallest_normal, sum_identity_tolerance, tiny
 from ...reference import gae as gae_ref
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def verify_gae(ctx, case: GaeCase, *, what: str, cause: str = "", returns_too: b
 
 
 def gae_edges(case: GaeCase) -> list[GaeCase]:
-    """``case`` with gamma, then lambda, moved to each edge the contract gives them (0 and 1; rlspec.checks.edges)."""
+    """``case`` with gamma, then lambda, moved to each edge the contract gives them (0 and 1; rlspec.checks.kit.edges)."""
     return [GaeCase(case.rewards, case.values, case.mask, args["gamma"], args["lam"])
             for args, _ in edges.cases("token_gae", {"gamma": case.gamma, "lam": case.lam})]
 
@@ -709,7 +709,7 @@ def verify_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_high, d
 def ppo_edges(base_dual_clip=None) -> list[tuple[tuple, str]]:
     """(arguments, label) at the contract's edges of token_ppo_loss: masked garbage log-probabilities past exp's overflow
     (logp_new 1000 where A < 0: masked by multiplication, inf x 0 = NaN), then clip_low, clip_high and dual_clip moved one at a
-    time to each of their edges (rlspec.checks.edges). A (2, 4) batch with r = 0.5, 1, 1.5 at its real tokens."""
+    time to each of their edges (rlspec.checks.kit.edges). A (2, 4) batch with r = 0.5, 1, 1.5 at its real tokens."""
     garbage = edges.values("token_ppo_loss", "logp_new")[0]
     logp_new = np.array([[math.log(0.5), 0.0, math.log(1.5), 0.0], [math.log(1.5), math.log(0.5), 0.0, 0.0]]) - 0.25
     logp_new[0, 3] = logp_new[1, 2] = garbage  # the edge value itself, at the two masked tokens

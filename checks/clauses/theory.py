@@ -29,17 +29,17 @@ from functools import lru_cache
 import numpy as np
 from hypothesis import strategies as st
 
-from ..assertions import ClauseFailure, mismatch_table
-from ..gradients import gradients, reduction_scale
-from ..kl_estimators import exact as kl_exact
-from ..cql import run_cql
-from ..kl_estimators import order_note, per_sample_tolerance, run_kl
-from ..registry import check
-from ..standardise import normalisation_tolerance, normalised
-from ..strategies import kl as kl_draws
-from ..strategies import rounded
-from ..tabular import GREEDY, UNIFORM, WORLD, Policy, exact_float, exact_mdp, exact_values, float_mdp, policies
-from ..tolerances import TINY, U64, smallest_normal
+from ..kit.assertions import ClauseFailure, mismatch_table
+from ..kit.gradients import gradients, reduction_scale
+from ..kit.kl_estimators import exact as kl_exact
+from ..kit.cql import run_cql
+from ..kit.kl_estimators import order_note, per_sample_tolerance, run_kl
+from ..kit.registry import check
+from ..kit.standardise import normalisation_tolerance, normalised
+from ..kit.strategies import kl as kl_draws
+from ..kit.strategies import rounded
+from ..kit.tabular import GREEDY, UNIFORM, WORLD, Policy, exact_float, exact_mdp, exact_values, float_mdp, policies
+from ..kit.tolerances import TINY, U64, smallest_normal
 from ...reference import gridworld as gw
 
 START_CELL = (1, 2)  # the cell left of the pit, below the goal's neighbour: every return from it can differ

@@ -29,13 +29,13 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .. import edges
-from ..assertions import ClauseFailure, assert_close, matches, mismatch_table
-from ..registry import check
-from ..strategies import real_arrays, rounded
-from ..strategies import trust_region as draws
-from ..strategies.trust_region import with_spectrum
-from ..tolerances import TINY, U64, tiny
+from ..kit import edges
+from ..kit.assertions import ClauseFailure, assert_close, matches, mismatch_table
+from ..kit.registry import check
+from ..kit.strategies import real_arrays, rounded
+from ..kit.strategies import trust_region as draws
+from ..kit.strategies.trust_region import with_spectrum
+from ..kit.tolerances import TINY, U64, tiny
 from ...spec import contract
 
 # ---------------------------------------------------------------------------------------------
@@ -470,7 +470,7 @@ STEP_KNOWN = [
 
 def step_edges():
     """(F, g, max_kl, cg_iters) at the contract's edges: max_kl just above 0 and at 1 on bug E4's problem, and cg_iters = 1
-    on a one-parameter problem, which CG solves in one step (rlspec.checks.edges)."""
+    on a one-parameter problem, which CG solves in one step (rlspec.checks.kit.edges)."""
     F, g, max_kl = STEP_KNOWN[0]
     found = [(F, g, kl, None) for kl in edges.values("natural_step", "max_kl")]
     return found + [(np.array([[4.0]]), np.array([2.0]), max_kl, k) for k in edges.values("natural_step", "cg_iters")]

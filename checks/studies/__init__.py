@@ -44,7 +44,7 @@ def studies() -> list[ModuleType]:
 
 
 def _reference_ops(names) -> dict:
-    from .. import reference_candidate
+    from ..runner import reference_candidate
 
     return {op: getattr(reference_candidate, op) for op in names}
 
@@ -52,7 +52,7 @@ def _reference_ops(names) -> dict:
 def run(name: str, candidate=None, seeds: int | None = None, size: str = DEFAULT, out: str | Path | None = None) -> StudyResult:
     """Run one study; with ``out``, write ``OUT/NAME.json`` and ``OUT/NAME.png`` (needs matplotlib).
 
-    ``candidate``: a loaded :class:`~rlspec.checks.protocol.Candidate` (None: the reference).
+    ``candidate``: a loaded :class:`~rlspec.checks.runner.protocol.Candidate` (None: the reference).
     """
     study = module(name)
     if size not in study.SIZES:

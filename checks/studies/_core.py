@@ -117,7 +117,7 @@ class StudyResult:
         return [c for c in self.claims if not c.id.startswith("reference:") and c.verdict == CANDIDATE_DIFFERS]
 
     def to_json(self) -> str:
-        from ..engine import VERSION
+        from ..runner.engine import VERSION
 
         payload = {
             "rlspec": VERSION, "study": self.study, "title": self.title, "illustrates": self.illustrates,

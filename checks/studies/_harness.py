@@ -89,7 +89,7 @@ class Learner:
 
 
 def new_learner(seed: int, lr: float = TRAINER.lr) -> Learner:
-    from ..gridworld_env import GridworldEnv
+    from ..kit.gridworld_env import GridworldEnv
 
     env = GridworldEnv()
     S, A = env.observation_space.n, env.action_space.n

@@ -76,7 +76,7 @@ def settings(size: dict) -> dict:
 
 
 def train_reinforce(reinforce_loss, seed: int, episodes: int, baseline: bool, condition: str) -> dict:
-    from ..gridworld_env import GridworldEnv
+    from ..kit.gridworld_env import GridworldEnv
 
     env = GridworldEnv()
     S, A = env.observation_space.n, env.action_space.n

@@ -2,7 +2,7 @@
 explained in docs/bugs-found.md. Reads files only (docs/conformance.json, tests/adapters/expected/*.toml,
 docs/bugs-found.md): no library is imported, so this runs in rlspec's own test suite.
 
-docs/bugs-found.md names the cells each entry explains on ``Cells:`` lines (the format: rlspec.checks.bugs_found).
+docs/bugs-found.md names the cells each entry explains on ``Cells:`` lines (the format: rlspec.checks.matrix.bugs_found).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _verdicts import default_status, libraries, table
 
-from rlspec.checks import bugs_found
+from rlspec.checks.matrix import bugs_found
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "conformance.json"
@@ -37,7 +37,7 @@ def red_cells() -> set[tuple[str, str]]:
 
 def explanations() -> list[tuple[str, bool, str, list[str]]]:
     """(section heading, is a defect entry, candidate, clause patterns) for every ``Cells:`` line (the one reader
-    of that format: rlspec.checks.bugs_found)."""
+    of that format: rlspec.checks.matrix.bugs_found)."""
     return [(x.heading, x.defect, x.candidate, list(x.patterns)) for x in bugs_found.explanations(BUGS.read_text(encoding="utf-8"))]
 
 

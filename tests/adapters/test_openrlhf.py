@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from _verdicts import run, table, verdict_tests  # noqa: E402
 
-from rlspec.checks import load, run_conformance  # noqa: E402
+from rlspec.checks import load, run_conformance# noqa: E402
 from rlspec.checks.adapters import openrlhf as adapter  # noqa: E402
 
 ORL = adapter._orl

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from _verdicts import verdict_tests  # noqa: E402
 
-from rlspec.checks import load  # noqa: E402
+from rlspec.checks import load# noqa: E402
 from rlspec.checks.adapters import rlax as adapter  # noqa: E402
 
 test_verdict, test_unlisted_clauses, test_table_names_every_candidate = verdict_tests("rlax")

@@ -18,7 +18,7 @@ else:
 import torch  # noqa: E402
 from _verdicts import verdict_tests  # noqa: E402
 
-from rlspec.checks import load, run_conformance  # noqa: E402
+from rlspec.checks import load, run_conformance# noqa: E402
 from rlspec.checks.adapters import tianshou as adapter  # noqa: E402
 
 test_verdict, test_unlisted_clauses, test_table_names_every_candidate = verdict_tests("tianshou")

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from _verdicts import run, verdict_tests  # noqa: E402
 
-from rlspec.checks import load, run_conformance  # noqa: E402
+from rlspec.checks import load, run_conformance# noqa: E402
 from rlspec.checks.adapters import trl  # noqa: E402
 
 F64 = torch.float64
