@@ -1712,7 +1712,8 @@ def other_rule_stopping_at(steps: int, rule: StopRule, path, per_epoch: int, thr
             decided = [(i, v, t) for i, v, t in stats if i <= steps]
             if any(abs(v - threshold) <= t for _, v, t in decided):
                 continue  # too close to call
-            if (other.stop(path, per_epoch, threshold) or epochs * per_epoch) == steps:
+            stops = other.stop(path, per_epoch, threshold)  # 0: before any step, None: never
+            if (epochs * per_epoch if stops is None else stops) == steps:
                 found.append(other)
     if len(found) != 1:
         return ""
