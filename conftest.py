@@ -10,14 +10,40 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
+import threading
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).parent
 MUTANTS = sorted((ROOT / "tests" / "mutants").glob("*.py"))
 VARIANTS = sorted((ROOT / "tests" / "variants").glob("*.py"))
 BAD = sorted((ROOT / "tests" / "bad").glob("*.py"))
+
+# A test that repeats what another test already runs under coverage (the same candidate through the same code:
+# another seed, another rerun) runs with the tracer paused (pytest-cov's own marker): its lines are counted by
+# that other test, and the tracer nearly doubles the time of an in-process conformance run (docs/speed.md, where
+# the coverage this leaves out was measured line by line: none).
+# RLSPEC_COVER_REPEATS=1 traces them too (to measure what they would add).
+REPEAT = pytest.mark.cover_repeat if os.environ.get("RLSPEC_COVER_REPEATS") else pytest.mark.no_cover
+
+
+def _untraced_fork_child() -> None:
+    """A forked child (rlspec's isolation workers, the proof pool) inherits the coverage tracer, but its data is
+    never saved (coverage is not set up to follow a fork: checks/runner/worker.py's worker start is reported
+    missed), so the tracing there only doubles the child's time. Nothing that is counted is lost."""
+    sys.settrace(None)
+    threading.settrace(None)
+
+
+os.register_at_fork(after_in_child=_untraced_fork_child)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cover_repeat: a repeat traced by coverage (RLSPEC_COVER_REPEATS=1)")
+
 
 # For the suite's own property tests (strategies, reference); the conformance checks set their own.
 settings.register_profile("dev", max_examples=30, deadline=None, database=None)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import REPEAT
 from rlspec.checks import run_conformance
 from rlspec.checks.kit.strategies import rollouts
 from rlspec.reference import gae as ref
@@ -66,7 +67,7 @@ def test_mixture_form_equals_recursion(rollout):
     np.testing.assert_allclose(mixture, recursion, rtol=0, atol=1e-12 * scale)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=REPEAT), pytest.param(2, marks=REPEAT)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_reference_passes_every_clause(seed, dtype):
     run = run_conformance("reference", seed=seed, dtype=dtype)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MUTANTS, mutant_metadata
+from conftest import MUTANTS, REPEAT, mutant_metadata
 from rlspec.checks import load, run_conformance
 
 REPEATS = 20
@@ -30,6 +30,7 @@ def reference_first_run():
     return verdicts(run_conformance(load("reference")))
 
 
+@REPEAT
 @pytest.mark.parametrize("repeat", range(1, REPEATS))
 def test_reference_is_reproducible(repeat, reference_first_run):
     """Run 1 of 20 is the fixture's; each other run is a test of its own, so parallel test workers share them
@@ -37,6 +38,7 @@ def test_reference_is_reproducible(repeat, reference_first_run):
     assert verdicts(run_conformance(load("reference"))) == reference_first_run
 
 
+@REPEAT
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.stem for m in MUTANTS])
 def test_mutant_is_reproducible(mutant):
     candidate = load(str(mutant))

@@ -267,6 +267,9 @@ class Context:
                 raise
             self._seen(False, first)
 
+        # No example database (database=None), so no key: without one set, Hypothesis hashes the test's source
+        # for it on every run (inspect.getsource and tokenize, about 3% of a quick run).
+        run._hypothesis_internal_database_key = None
         drawing, self.drawing = self.drawing, True
         try:
             with _no_local_constants():
