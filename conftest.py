@@ -23,11 +23,28 @@ VARIANTS = sorted((ROOT / "tests" / "variants").glob("*.py"))
 BAD = sorted((ROOT / "tests" / "bad").glob("*.py"))
 
 # A test that repeats what another test already runs under coverage (the same candidate through the same code:
-# another seed, another rerun) runs with the tracer paused (pytest-cov's own marker): its lines are counted by
-# that other test, and the tracer nearly doubles the time of an in-process conformance run (docs/speed.md, where
-# the coverage this leaves out was measured line by line: none).
-# RLSPEC_COVER_REPEATS=1 traces them too (to measure what they would add).
-REPEAT = pytest.mark.cover_repeat if os.environ.get("RLSPEC_COVER_REPEATS") else pytest.mark.no_cover
+# another seed, another rerun) is marked REPEAT and runs with the tracer paused: its lines are counted by that other
+# test, and the tracer nearly doubles the time of an in-process conformance run (docs/speed.md, where what the
+# repeats would add was measured line by line). RLSPEC_COVER_REPEATS=1 traces them too, to measure that again.
+# (Not pytest-cov's own no_cover marker: that one raises under --no-cov.)
+REPEAT = pytest.mark.repeat
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    tracer = None
+    if item.get_closest_marker("repeat") is not None and not os.environ.get("RLSPEC_COVER_REPEATS"):
+        try:
+            import coverage
+
+            tracer = coverage.Coverage.current()  # pytest-cov's, in this process (an xdist worker's own); None without
+        except ImportError:  # pragma: no cover - coverage is a dev dependency
+            tracer = None
+    if tracer is not None:
+        tracer.stop()
+    yield
+    if tracer is not None:
+        tracer.start()
 
 
 def _untraced_fork_child() -> None:
@@ -42,7 +59,7 @@ os.register_at_fork(after_in_child=_untraced_fork_child)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "cover_repeat: a repeat traced by coverage (RLSPEC_COVER_REPEATS=1)")
+    config.addinivalue_line("markers", "repeat: a repeat of what another test runs under coverage; runs untraced")
 
 
 # For the suite's own property tests (strategies, reference); the conformance checks set their own.

@@ -291,6 +291,8 @@ def pessimistic_bound(ctx):
     for eps in clip_eps_edges():
         for A, r in [(2.0, 0.5), (-2.0, 1.5), (2.0, 1.0 + eps / 2), (-2.0, 2.5)]:
             _single_sample_bound(ctx, conv, math.log(r), 0.0, A, eps)
+    if conv.dual_clip is not None:  # past a declared dual clip (A < 0, r > c) the bound yields to it, on every seed
+        _single_sample_bound(ctx, conv, math.log(1.5 * conv.dual_clip), 0.0, -2.0, 0.2)
 
     ctx.property(draws.single_samples(dtype=ctx.dtype), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", tier="autograd")
 
