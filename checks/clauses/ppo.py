@@ -255,22 +255,24 @@ def clip_gradient_table(ctx):
 
 
 def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
-    """One sample: loss >= -r A (L_clip <= L_IS), equality strictly inside the clip range."""
+    """One sample: loss >= -r A (L_clip <= L_IS), equality strictly inside the clip range. With a declared dual
+    clip c and A < 0 the objective max(min(r A, clip(r) A), c A) is at most max(r A, c A) = min(r, c) A instead:
+    the bound is -min(r, c) A, met with equality once r >= c."""
     loss, _, call, x = call_clip_loss(ctx, [logp_new], [logp_old], [A], clip_eps)
     lpn, lpo, adv = x["logp_new"], x["logp_old"], x["advantages"]
     r = float(np.exp(lpn - lpo)[0])
-    if conv.dual_clip is not None and adv[0] < 0 and r >= conv.dual_clip * (1 - 1e-6):
-        return  # the declared dual clip lifts the objective above r A here, by design
     tol = clip_loss_tolerance(lpn, lpo, adv, clip_eps, conv, call.unit_roundoff)
-    unclipped = -r * float(adv[0])
-    if loss < unclipped - tol:
+    dual = conv.dual_clip is not None and adv[0] < 0
+    bound = -min(r, conv.dual_clip) * float(adv[0]) if dual else -r * float(adv[0])
+    named = f"the dual-clipped -min(r, c) A = {bound!r} (c = {conv.dual_clip:g})" if dual else f"the unclipped -r A = {bound!r}"
+    if loss < bound - tol:
         # min(r A, clip(r) A) <= r A always: above it, the min is gone, or (with a declared dual clip) its floor c A
         # reached a positive advantage
         floor = conv.dual_clip is not None and adv[0] > 0 and abs(loss + conv.dual_clip * float(adv[0])) <= tol
         raise ClauseFailure(
-            f"loss {loss!r} is below the unclipped -r A = {unclipped!r} (r = {r:.6g}, A = {adv[0]:.6g}, "
+            f"loss {loss!r} is below {named} (r = {r:.6g}, A = {adv[0]:.6g}, "
             f"eps = {clip_eps}): the objective exceeds the importance-sampled surrogate (tol {tol:.3g})",
-            call=call.code, ratio=(unclipped - loss) / tol if tol > 0 else None,  # a rounding error is not a missing min
+            call=call.code, ratio=(bound - loss) / tol if tol > 0 else None,  # a rounding error is not a missing min
             diagnosed=floor or conv.dual_clip is None,
             cause=(f"the dual clip reaches a positive advantage: max(min(r A, clip(r) A), c A) lifts A > 0 to c A = "
                    f"{conv.dual_clip * float(adv[0]):.6g} while r < c (bug C4)") if floor
@@ -279,7 +281,7 @@ def _single_sample_bound(ctx, conv, logp_new, logp_old, A, clip_eps):
     lo, hi = conv.bounds(clip_eps)
     rel = float(ratio_relative_error(lpn, lpo, call.unit_roundoff)[0])
     if lo * (1 + rel) < r < hi * (1 - rel):
-        assert_close(loss, unclipped, tol, what="loss inside the clip range vs -r A", call=call.code)
+        assert_close(loss, bound, tol, what=f"loss inside the clip range vs {named.split(' = ')[0]}", call=call.code)
 
 
 @check("PPO-PESSIMISTIC-BOUND")
@@ -291,7 +293,7 @@ def pessimistic_bound(ctx):
     for eps in clip_eps_edges():
         for A, r in [(2.0, 0.5), (-2.0, 1.5), (2.0, 1.0 + eps / 2), (-2.0, 2.5)]:
             _single_sample_bound(ctx, conv, math.log(r), 0.0, A, eps)
-    if conv.dual_clip is not None:  # past a declared dual clip (A < 0, r > c) the bound yields to it, on every seed
+    if conv.dual_clip is not None:  # past a declared dual clip (A < 0, r > c): the bound is -c A, with equality
         _single_sample_bound(ctx, conv, math.log(1.5 * conv.dual_clip), 0.0, -2.0, 0.2)
 
     ctx.property(draws.single_samples(dtype=ctx.dtype), lambda d: _single_sample_bound(ctx, conv, *d), label="drawn", tier="autograd")
