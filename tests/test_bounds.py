@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import REPEAT
 from rlspec.checks import run_conformance
 from rlspec.checks.runner import reference_candidate
 from rlspec.checks.runner.protocol import OPERATIONS
@@ -94,6 +95,7 @@ def test_exact_promises_are_few_and_named():
     assert exact and len(exact) <= 8, exact
 
 
+@REPEAT  # whole runs of the reference's code, counted by its own tests but for one diagnosis branch (docs/speed.md)
 @pytest.mark.parametrize("dtype, flip", [("float64", False), ("float32", True)])
 def test_one_ulp_off_passes_every_clause_but_the_exact_ones(dtype, flip):
     run = run_conformance(perturbed_reference(flip), dtype=dtype)
@@ -105,6 +107,7 @@ def test_one_ulp_off_passes_every_clause_but_the_exact_ones(dtype, flip):
     assert not blind, f"clauses of an exact promise that accept an answer one ulp off: {blind}"
 
 
+@REPEAT
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_float32_declaration_never_rejects_float64_exactness(dtype):
     run = run_conformance(declared_float32_reference(), dtype=dtype)

@@ -52,6 +52,13 @@ def test_failure_report_stands_alone(mutant):
     assert f"--only {clause}" in result.replay and "--seed 0" in result.replay
 
 
+def test_a_float32_failure_replays_at_float32():
+    mutant = MUTANTS[0]
+    clause = mutant_metadata(mutant)["clauses"][0]
+    result = run_conformance(str(mutant), clauses=[clause], dtype="float32")[clause]
+    assert result.status == "fail" and result.replay.endswith(f"--only {clause} --profile quick --seed 0 --dtype float32")
+
+
 # --- when one seed stands for all: ClauseResult.seed_dependent ----------------------------------------------
 
 EXAMPLE = dict(rewards=np.ones(4), values=np.full(4, 0.5), next_values=np.full(4, 0.5), terminated=np.zeros(4, bool),
