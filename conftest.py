@@ -8,6 +8,8 @@ tests share: Hypothesis profiles and the fixture candidates (mutants, correct va
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import runpy
 import sys
@@ -71,5 +73,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def mutant_metadata(path: Path) -> dict:
-    """A mutant's ``RLSPEC_MUTANT``: the clauses that must catch it and the bug it reproduces."""
+    """A mutant's ``RLSPEC_MUTANT``: the clauses that must catch it and the bug it reproduces (a copy: the file is
+    run once per test process; tests/test_catalogue.py alone asked for every mutant's 174 times)."""
+    return copy.deepcopy(_mutant_metadata(Path(path)))
+
+
+@functools.cache
+def _mutant_metadata(path: Path) -> dict:
     return runpy.run_path(str(path))["RLSPEC_MUTANT"]

@@ -18,6 +18,7 @@ import types
 import numpy as np
 import pytest
 
+from conftest import REPEAT
 from rlspec.checks import run_conformance
 from rlspec.checks.kit import edges
 from rlspec.checks.runner import reference_candidate
@@ -104,6 +105,7 @@ def gaps(clause) -> list[str]:
 CLAUSES = list(catalogue.clauses())
 
 
+@REPEAT  # two runs of every clause of the reference, whose lines its own tests count (docs/speed.md)
 @pytest.mark.parametrize("clause", CLAUSES, ids=[c.id for c in CLAUSES])
 def test_every_clause_takes_the_edges_of_the_arguments_it_varies(clause):
     missing = gaps(clause)

@@ -133,6 +133,7 @@ def test_recording_sgd_is_plain_sgd_and_records():
     assert p.grad.tolist() == [0.0, 0.0]
     opt.zero_grad()
     assert p.grad is None
+    assert repr(opt) == "RecordingSGD(lr=0.5, groups=1)"  # what a failure's call line shows of it
     assert opt.step(closure=lambda: torch.tensor(3.0)) == 3.0  # a closure's loss comes back
 
 

@@ -423,3 +423,22 @@ def test_a_search_that_gives_up_early_fails():
     result = run_conformance(from_object(type("M", (), {"trpo_update": staticmethod(impatient)}), spec="impatient"),
                              clauses="TRPO-UPDATE-LINE-SEARCH-TRIALS")["TRPO-UPDATE-LINE-SEARCH-TRIALS"]
     assert result.status == "fail" and "the rule tries" in result.message
+
+
+def test_the_recorded_policy_is_the_policy_to_the_candidate():
+    """trpo_update receives the suite's policy wrapped to record each parameter vector it is evaluated at; every
+    attribute and the repr are the policy's own."""
+    from rlspec.checks.clauses.trpo import RecordedPolicy
+
+    class Policy:
+        dim = 3
+
+        def __call__(self, theta):
+            return 2 * theta
+
+        def __repr__(self):
+            return "Policy(dim=3)"
+
+    recorded = RecordedPolicy(Policy())
+    assert recorded(np.ones(3)).tolist() == [2.0, 2.0, 2.0] and recorded.evaluated[0].tolist() == [1.0, 1.0, 1.0]
+    assert recorded.dim == 3 and repr(recorded) == "Policy(dim=3)"
