@@ -34,19 +34,31 @@ REPEAT = pytest.mark.repeat
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """A repeat's fixtures are paused too (tests/test_reproducibility.py's first run of the reference is one)."""
+    yield from _untraced(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    tracer = None
+    yield from _untraced(item)
+
+
+def _untraced(item):
+    running = []
     if item.get_closest_marker("repeat") is not None and not os.environ.get("RLSPEC_COVER_REPEATS"):
         try:
             import coverage
-
-            tracer = coverage.Coverage.current()  # pytest-cov's, in this process (an xdist worker's own); None without
         except ImportError:  # pragma: no cover - coverage is a dev dependency
-            tracer = None
-    if tracer is not None:
+            coverage = None
+        if coverage is not None:
+            # Every started Coverage, not only the latest: an xdist worker has two (pytest-cov's and one started at
+            # the worker's start), and stopping the latest alone resumes the other's tracer (Collector.stop).
+            running = list(getattr(coverage.Coverage, "_instances", None) or filter(None, [coverage.Coverage.current()]))
+    for tracer in reversed(running):
         tracer.stop()
     yield
-    if tracer is not None:
+    for tracer in running:
         tracer.start()
 
 

@@ -10,6 +10,7 @@ and the folder is printed.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -156,6 +157,7 @@ class _Refs(HTMLParser):
             self.links.append(attrs["href"])
 
 
+@functools.cache  # a book's pages never change once built; three tests walk every page of the same book
 def _parse(path: Path) -> _Refs:
     parser = _Refs()
     parser.feed(path.read_text(encoding="utf-8"))
