@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import REPEAT, ROOT
 from rlspec.checks import load, run_conformance
 from rlspec.checks import contract_docs
 from rlspec.checks.cli import main
@@ -97,6 +97,7 @@ def reference_run():
     return run_conformance(load("reference"))
 
 
+@REPEAT  # the fixture's run is tests/test_reference.py's traced float64 seed-0 run again: untraced here
 def test_the_contract_lists_exactly_the_clauses_that_read_each_key(reference_run):
     read: dict[str, set[str]] = {}
     for result in reference_run.results:
@@ -108,6 +109,7 @@ def test_the_contract_lists_exactly_the_clauses_that_read_each_key(reference_run
         assert set(spec.clauses) == read[key], f"{key}: the contract says {sorted(spec.clauses)}, checks read it in {sorted(read[key])}"
 
 
+@REPEAT
 def test_a_verdict_says_the_conventions_it_was_judged_under(reference_run):
     result = reference_run["PPO-ADVANTAGE-NORMALISATION"]
     assert result.conventions == {"advantage_std_ddof": 1, "advantage_eps": 1e-8, "advantage_eps_form": "std"}
