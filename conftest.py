@@ -27,7 +27,7 @@ BAD = sorted((ROOT / "tests" / "bad").glob("*.py"))
 # A test that repeats what other tests already run under coverage (the same candidate through the same code:
 # another seed, another rerun, another profile or dtype of a run traced elsewhere) is marked REPEAT and runs with the
 # tracer paused: its lines are counted by those other tests, and the tracer nearly doubles the time of an in-process
-# conformance run. What the repeats would add was measured line by line (docs/speed.md: seven lines, rare drawn
+# conformance run. What the repeats would add was measured line by line (docs/speed.md: six lines, rare drawn
 # branches, which those tests still run); RLSPEC_COVER_REPEATS=1 traces them too, to measure that again.
 # (Not pytest-cov's own no_cover marker: that one raises under --no-cov.)
 REPEAT = pytest.mark.repeat

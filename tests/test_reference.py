@@ -75,7 +75,7 @@ def test_reference_passes_every_clause(seed, dtype):
     assert all(r.status == "pass" for r in run.results)
 
 
-@REPEAT  # the quick runs above count its lines, but for five rarer drawn branches it still runs (docs/speed.md)
+@REPEAT  # the quick runs above count its lines, but for five lines of rarer drawn branches it still runs (docs/speed.md)
 @pytest.mark.parametrize("chapter", [c.name for c in catalogue.chapters()])
 def test_reference_passes_every_clause_at_ci_profile(chapter):
     """One test per chapter, so that parallel test workers share the ci profile's long run."""
