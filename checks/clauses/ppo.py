@@ -995,6 +995,37 @@ def minibatch_sizes(remainder: str, n: int, size: int) -> list[int]:
     return [size] * (full - 1) + [size + rest] if full else [n]
 
 
+def _other_remainder(run, n: int, size: int, epochs: int, declared: str) -> str:
+    """The cause where the steps are another remainder form's: every form other than ``declared`` whose steps per
+    epoch and whose first epoch's minibatch sizes are what the candidate did (kept and balanced coincide where the
+    remainder is the only short minibatch: both are named then), or "" where none is."""
+    forms = []
+    for other in ("kept", "dropped", "merged", "balanced"):
+        sizes = minibatch_sizes(other, n, size)
+        if other == declared or not sizes or run.steps != epochs * len(sizes):
+            continue
+        if sorted(len(run.rows(k)) for k in range(len(sizes))) == sorted(sizes):
+            forms.append(other)
+    if not forms:
+        return ""
+    named = " or ".join(forms)
+    return (f"the remainder of {n} samples in minibatches of {size} is {named} (declared: {declared}); declare "
+            f"minibatch_remainder = '{forms[0]}' if that is the design")
+
+
+def _floor_split(run, n: int, size: int, epochs: int) -> str:
+    """The cause where each epoch is split evenly into n // size minibatches (``np.array_split(indexes, n // size)``):
+    one fewer than ceil(n / size) where size does not divide n, each larger than minibatch_size; "" otherwise."""
+    parts = n // size
+    if not parts or n % size == 0 or run.steps != epochs * parts:
+        return ""
+    sizes = sorted(len(part) for part in np.array_split(np.arange(n), parts))
+    if sorted(len(run.rows(k)) for k in range(parts)) != sizes:
+        return ""
+    return (f"each epoch is split evenly into n // minibatch_size = {parts} minibatches of sizes {sizes}, larger than "
+            f"{size}: a floor where ceil({n} / {size}) = {parts + 1} minibatches are due")
+
+
 def minibatches_per_epoch(ctx, n: int, size: int) -> int:
     return len(minibatch_sizes(ctx.convention("minibatch_remainder"), n, size))
 
@@ -1465,11 +1496,7 @@ def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
         elif run.steps == epochs:
             hint = "one step per epoch: the whole batch in one minibatch"
         else:
-            for other in ("kept", "dropped", "merged", "balanced"):
-                if other != remainder and run.steps == epochs * len(minibatch_sizes(other, n, size)):
-                    hint = (f"the remainder of {n} samples in minibatches of {size} is {other} (declared: {remainder}); declare "
-                            f"minibatch_remainder = '{other}' if that is the design")
-                    break
+            hint = _other_remainder(run, n, size, epochs, remainder) or _floor_split(run, n, size, epochs)
         raise ClauseFailure(
             f"{what}: ppo_update took {run.steps} optimizer steps; {epochs} epochs of {per_epoch} minibatches of {size} "
             f"({n} samples, remainder {remainder}) make {expected}", call=run.code,
@@ -1482,10 +1509,14 @@ def check_minibatches(ctx, case: UpdateCase, config: dict, *, what: str):
         sizes = sorted(len(m) for m in minibatches)
         complete = sorted(rows.tolist()) == list(range(n)) if remainder != "dropped" else len(set(rows.tolist())) == len(rows)
         if sizes != want or not complete:
+            partition = sorted(rows.tolist()) == list(range(n))
+            cause = (_other_remainder(run, n, size, epochs, remainder) or
+                     f"the minibatches partition the batch, but in sizes {sizes}, not the {want} of minibatch_size {size}"
+                     if partition else "samples repeated or left out within an epoch (sampling with replacement, or a wrong slice)")
             raise ClauseFailure(
                 f"{what}: epoch {e}'s minibatches are {[m.tolist() for m in minibatches]}; they must partition the {n} samples "
                 f"into minibatches of sizes {want} (minibatch_size {size}, remainder {remainder})",
-                call=run.code, cause="samples repeated or left out within an epoch (sampling with replacement, or a wrong slice)")
+                call=run.code, cause=cause)
         orders.append(rows.tolist())
     if epochs >= 2 and all(order == orders[0] for order in orders):
         raise ClauseFailure(
