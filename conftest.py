@@ -73,6 +73,19 @@ def _untraced_fork_child() -> None:
 os.register_at_fork(after_in_child=_untraced_fork_child)
 
 
+# Files holding tests of tens of seconds each (a regeneration of the vectors, the wheel build, a book build, whole
+# isolated runs) are collected first. The test workers share the collection by work stealing, one test at a time: a
+# long test collected last (tests/test_vectors.py sorts last by name and holds the two longest) ends the run on one
+# worker while the other idles; collected first, it overlaps the other worker's short tests. Order within a file is
+# kept (module fixtures), and no test depends on another's order.
+LONG_FIRST = ("tests/test_vectors.py", "tests/test_reproducibility.py", "tests/test_book.py", "tests/test_isolation.py",
+              "tests/test_first_contact.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "repeat: a repeat of what another test runs under coverage; runs untraced")
 
