@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 
 from rlspec.spec.proofs import INCONCLUSIVE, PROOFS, PROVED, REFUTED, gae, gridworld
-from rlspec.spec.proofs.core import ProofResult, combine, identity
+from rlspec.spec.proofs.core import ProofResult, combine, field_sign, identity, rational_zero
 from rlspec.spec.proofs import gaussian, trpo
 from test_rlhf import WRONG as RLHF_WRONG
 from test_offpolicy import WRONG as OFFPOLICY_WRONG
@@ -132,6 +132,21 @@ def test_identity_is_three_valued():
     f, g = sp.Function("f"), sp.Function("g")
     unknown = identity(f(x), g(x), "opaque")  # no rational point evaluates to a number
     assert unknown.status == INCONCLUSIVE and not unknown.ok
+
+
+def test_the_field_arithmetic_fast_paths_decide_only_what_holds():
+    """rational_zero and field_sign are shortcuts before simplify: each may say "not shown this way" (False,
+    None) where the slower path decides, never "zero" or a sign that does not hold."""
+    x, y = sp.symbols("x y", positive=True)
+    z = sp.Symbol("z")
+    assert rational_zero(sp.exp(z) / (sp.exp(z) + 1) + 1 / (sp.exp(z) + 1) - 1)  # exp(z) taken as one unknown
+    assert not rational_zero((x + 1) ** 2 - x**2 - 1)
+    assert not rational_zero(sp.sin(z) ** 2 + sp.cos(z) ** 2 - 1)  # true, but not as a rational function
+    assert identity(sp.sin(z) ** 2 + sp.cos(z) ** 2, 1, "Pythagoras").status == PROVED  # simplify decides it
+    assert not rational_zero(sp.Float(0.5) * x - x / 2)  # inexact coefficients are never decided here
+    assert field_sign(x / (1 + y)) == 1 and field_sign(-x / (1 + y) - 3) == -1 and field_sign(x - x) == 0
+    assert field_sign(x - y) is None and field_sign(z) is None  # mixed signs; a symbol of unknown sign
+    assert field_sign((x**3 + 1) / (x + 1)) is None  # cancels to x^2 - x + 1: the caller's together-form decides it
 
 
 def test_combine_fails_closed():

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, rational_zero
 
 # The softmax's working symbols in the clause's notation: e_i = exp(z_i) (logits z), and, for the second step of
 # pg.past_rewards_zero_gradient, f{s}_{a} = exp of the logit of action a at the second state s.
@@ -25,6 +25,9 @@ MIN_ACTIONS, MAX_ACTIONS = 2, 6
 def rational_identity(lhs, rhs, label: str) -> ProofResult:
     """``identity`` for rational functions: compares the numerator of ``lhs - rhs`` over a common
     denominator (non-zero here: a power of sum_j exp z_j > 0), which is far faster than ``simplify``."""
+    if rational_zero(sp.sympify(lhs) - sp.sympify(rhs)):
+        return ProofResult(PROVED, [f"{label} (numerator of lhs - rhs): proved"],
+                           identities=[Identity(label, sp.sympify(lhs), sp.sympify(rhs))])
     numerator, _ = sp.together(sp.sympify(lhs) - sp.sympify(rhs)).as_numer_denom()
     result = identity(sp.expand(numerator), 0, f"{label} (numerator of lhs - rhs)")
     result.identities = [Identity(label, sp.sympify(lhs), sp.sympify(rhs))]  # what was decided, as stated

@@ -24,7 +24,7 @@ import random
 import sympy as sp
 
 from .. import contract
-from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate, field_sign
 
 r, A, eps, c = sp.symbols("r A epsilon c", real=True)
 e, a, s, w, t = sp.symbols("e a s w t", positive=True)
@@ -88,6 +88,9 @@ def _poly_sign(p):
 
 def sign(expr):
     """+1, 0 or -1 for a rational function of positive symbols, or None if not decided."""
+    decided = field_sign(expr)
+    if decided is not None:
+        return decided
     numerator, denominator = sp.fraction(sp.together(sp.sympify(expr)))
     signs = (_poly_sign(numerator), _poly_sign(denominator))
     if None in signs:

@@ -20,7 +20,7 @@ import math
 
 import sympy as sp
 
-from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate, field_sign, rational_zero
 from .pg import all_of, nonzero
 
 gamma = sp.Symbol("gamma", positive=True)
@@ -32,6 +32,8 @@ def decide_sign(expr, label: str, relation: str, witnesses, strict: bool = False
     rational point of ``witnesses`` (dicts) where it fails; inconclusive otherwise (fails closed)."""
     expr = sp.sympify(expr)
     decided = [Identity(label, expr, sp.Integer(0), ">" if strict else ">=")]
+    if field_sign(expr) == 1:
+        return ProofResult(PROVED, [f"{label}: proved"], identities=decided)
     numerator, denominator = sp.fraction(sp.together(expr))
     signs = []
     for part in (sp.expand(numerator), sp.expand(denominator)):
@@ -54,6 +56,8 @@ def decide_sign(expr, label: str, relation: str, witnesses, strict: bool = False
 
 def rational(lhs, rhs, label: str) -> ProofResult:
     """``lhs == rhs`` for rational functions: the numerator of their difference over a common denominator expands to 0."""
+    if rational_zero(sp.sympify(lhs) - sp.sympify(rhs)):
+        return ProofResult(PROVED, [f"{label}: proved"], identities=[Identity(label, sp.sympify(lhs), sp.sympify(rhs))])
     numerator, _ = sp.fraction(sp.together(sp.sympify(lhs) - sp.sympify(rhs)))
     result = identity(sp.expand(numerator), 0, label)
     result.identities = [Identity(label, sp.sympify(lhs), sp.sympify(rhs))]
