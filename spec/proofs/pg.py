@@ -48,12 +48,14 @@ def all_of(results, label: str) -> ProofResult:
 def nonzero(expr, label: str) -> ProofResult:
     """Establish ``expr != 0`` for a closed-form real number (30-digit evaluation, far from 0)."""
     decided = [Identity(label, sp.sympify(expr), sp.Integer(0), "!=")]
-    if sp.simplify(expr) == 0:
-        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the quantity is exactly 0",
-                           identities=decided)
+    # evalf bounds its own error (it raises the working precision until 30 digits are right), so a value this far
+    # from 0 is not 0; simplify, the dear part, is left for a value near 0, where it decides "exactly 0".
     value = sp.N(expr, 30)
     if value.is_number and value.is_real and abs(value) > sp.Float("1e-20", 30):
         return ProofResult(PROVED, [f"{label}: = {sp.N(expr, 6)} != 0"], identities=decided)
+    if sp.simplify(expr) == 0:
+        return ProofResult(REFUTED, [f"{label}: refuted"], counterexample=f"{label}: the quantity is exactly 0",
+                           identities=decided)
     return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: {expr}", identities=decided)
 
 
