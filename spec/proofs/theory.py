@@ -195,12 +195,11 @@ def _optimal_baseline(baseline=norm_weighted_baseline) -> ProofResult:
         variance = sum(p[a] * sq[a] * (M[a] - 2 * b * Q[a] + b**2) for a in range(K)) - sum(m**2 for m in mean)
         aggregates = {C0: sum(p[a] * sq[a] * M[a] for a in range(K)), N: sum(p[a] * sq[a] * Q[a] for a in range(K)),
                       W: sum(p[a] * sq[a] for a in range(K)), m2: sum(m**2 for m in mean)}
-        steps.append(restate(identity(sp.expand(variance), sp.expand((C0 - 2 * b * N + b**2 * W - m2).subs(aggregates)),
+        steps.append(restate(identity(variance, (C0 - 2 * b * N + b**2 * W - m2).subs(aggregates),
                                       f"K = {K}: Var(b) = E||s||^2 G^2 - 2 b E||s||^2 G + b^2 E||s||^2 - ||E g||^2"),
                              shown=(sp.Function("Var")(b), C0 - 2 * b * N + b**2 * W - m2)))
         claimed = baseline(p, Q, sq)
-        numerator, _ = sp.fraction(sp.together(claimed * aggregates[W] - aggregates[N]))
-        decided = identity(sp.expand(numerator), 0, f"K = {K}: W b* = N for the claimed baseline")
+        decided = identity(claimed * aggregates[W], aggregates[N], f"K = {K}: W b* = N for the claimed baseline")
         steps.append(restate(decided, shown=(W * sp.Symbol("b^*"), N)))
         if not decided.ok:
             return combine(steps)
