@@ -15,6 +15,7 @@ checks of the same chapter (checks/clauses/theory.py) decide the numeric stateme
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -103,12 +104,14 @@ def _trajectory_score(weight=discounted_reward_to_go) -> ProofResult:
     steps = []
     for H in (2, 3):  # H = 3: one state's logit (the other's is the same computation)
         paths = list(trajectories(H))
-        prob = [sp.Mul(*(policy(a, s) * move(s, a, s2) for s, a, s2 in zip(states, actions, states[1:])))
-                for states, actions in paths]
         rewards = [[r[s2] for s2 in states[1:]] for states, _ in paths]
         gens = (*pi, *P.values(), *r, gamma)
         poly = lambda expr: sp.Poly(expr, *gens)  # polynomial arithmetic: far faster than expanding sums of products
-        prob_p = [poly(x) for x in prob]
+        factor = functools.lru_cache(maxsize=None)(poly)  # the few distinct linear factors, each converted once
+        # p(tau) = prod_t pi(a_t|s_t) P(s_t+1|s_t, a_t), multiplied out in polynomials rather than expanded as an expression
+        prob_p = [math.prod((factor(policy(a, s)) * factor(move(s, a, s2)) for s, a, s2 in zip(states, actions, states[1:])),
+                            start=poly(1))
+                  for states, actions in paths]
         R = [poly(sum(gamma**t * rt for t, rt in enumerate(rw))) for rw in rewards]
         J = sum((x * Rt for x, Rt in zip(prob_p, R)), poly(0))
         for s in ((0, 1) if H == 2 else (1,)):
