@@ -31,7 +31,9 @@ KNOWN = ", ".join(sorted(contract.conventions()))
 
 def test_the_contract_loads_and_the_protocol_reads_it():
     c = contract.load()
-    assert c.version >= 1 and OPERATIONS is c.operations
+    # equal, not identical: tests below load a replaced contract and clear the cache, after which load() builds a
+    # new (equal) object, so identity would depend on the order the tests ran in
+    assert c.version >= 1 and OPERATIONS == c.operations
     assert len(c.operations) >= 27 and len(c.conventions) >= 27
     chapters = {ch.name for ch in catalogue.chapters()}
     assert {op.chapter for op in c.operations.values()} <= chapters
