@@ -491,3 +491,17 @@ def test_the_kl_cases_tell_the_statistics_apart(statistic):
         threshold = checks.place_threshold(rule, kls, per_epoch, 2)
         telling.append(threshold is not None and rule.stop(kls, per_epoch, threshold) != other.stop(kls, per_epoch, threshold))
     assert any(telling)
+
+
+def test_a_zero_actor_gradient_tells_a_clip_broken_above_one_from_a_loss_that_misses_the_actor(tmp_path):
+    """PPO-UPDATE-STORED-LOGP-OLD runs at clip_eps 10 (no ratio clipped). A zero actor gradient there is not a logp_old
+    mistake: the cause reruns the update at clip_eps 1 to tell TorchRL's log-space clip (R45) from a detached loss."""
+    mutant = Path(__file__).parent / "mutants" / "ppo_update_log_space_clip_above_one.py"
+    result = run_conformance(str(mutant), clauses="PPO-UPDATE-STORED-LOGP-OLD")["PPO-UPDATE-STORED-LOGP-OLD"]
+    assert result.status == "fail" and "exactly 0 at clip_eps = 10 and not at clip_eps = 1" in result.cause
+    pessimistic = "policy_loss = -torch.stack([ratio * adv, clipped * adv], -1).min(-1).values.mean()"
+    source = mutant.read_text()
+    assert pessimistic in source
+    (tmp_path / "detached.py").write_text(source.replace(pessimistic, "policy_loss = -(ratio.detach() * adv).mean()"))
+    result = run_conformance(str(tmp_path / "detached.py"), clauses="PPO-UPDATE-STORED-LOGP-OLD")["PPO-UPDATE-STORED-LOGP-OLD"]
+    assert result.status == "fail" and result.cause == "the first step's actor gradient is exactly 0: the policy loss does not reach the actor"

@@ -1368,6 +1368,12 @@ def update_first_ratios_one(ctx):
 OFFSETS = draws.OFFSETS  # d_i: distinct, never 0
 
 
+def actor_moved(run: UpdateRun) -> bool:
+    """Whether the first recorded step applied a non-zero gradient to an actor parameter."""
+    steps = run.recording.steps
+    return bool(steps) and any(g is not None and np.any(g) for n, g in steps[0].grads.items() if n in ACTOR_PARAMETERS)
+
+
 @check("PPO-UPDATE-STORED-LOGP-OLD")
 def update_stored_logp_old(ctx):
     """logp_old = log pi - d: the first step's actor gradient is that of ratios exp(d) (clip_eps 10: none is
@@ -1378,7 +1384,21 @@ def update_stored_logp_old(ctx):
         run = call_update(ctx, case, {**RATIO_CONFIG, "clip_eps": 10.0, "minibatch_size": minibatch_size, "seed": seed})
         names = [n for n in ACTOR_PARAMETERS if n in run.params(0)]
 
-        def cause():  # on a failure only: do the ratios look like 1?
+        def cause():  # on a failure only: no actor gradient at all, or do the ratios look like 1?
+            if not actor_moved(run):
+                # clip_eps 10 keeps every ratio unclipped; 1 - clip_eps < 0 only leaves the lower end of the clip
+                # inactive (a ratio is positive). The same update at clip_eps 1 tells a clip that breaks above 1
+                # from a policy loss that never reaches the actor.
+                try:
+                    at_one = call_update(ctx, case, {**RATIO_CONFIG, "clip_eps": 1.0, "minibatch_size": minibatch_size,
+                                                     "seed": seed})
+                except Exception:  # noqa: BLE001 - a diagnosis only: the failure stands as reported
+                    at_one = None
+                if at_one is not None and actor_moved(at_one):
+                    return ("the first step's actor gradient is exactly 0 at clip_eps = 10 and not at clip_eps = 1: the clip "
+                            "breaks above 1, where its lower end 1 - clip_eps < 0 should only be inactive (a clip taken in "
+                            "log space, log(1 - clip_eps), is NaN there, and min(r A, NaN) carries no gradient)")
+                return "the first step's actor gradient is exactly 0: the policy loss does not reach the actor"
             rows = run.rows(0)
             own = module_terms(case.kind, run.params(0), run.batch["actions"][rows], rows)[0]
             if step_mismatch(run, 0, replace(step_losses(ctx, run, 0, conv)[0], logp_old=own), conv, names) is None:
