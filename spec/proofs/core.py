@@ -114,7 +114,7 @@ def rational_zero(expr) -> bool:
     ``log(p)``, each taken as an independent unknown), decided exactly in SymPy's polynomial field arithmetic.
 
     Sound for deciding zero: a rational function that is formally zero in independent unknowns is zero at every
-    value of them, whatever relations hold between the atoms; the converse fails (``exp(2 z) - exp(z)**2``), so
+    value of them, whatever relations hold between the atoms; the converse fails (``sin(z)**2 + cos(z)**2 - 1``), so
     False means "not shown this way", and the caller goes on to ``simplify``. It is the same cancellation
     ``together`` + ``expand`` of the numerator performs, in sparse polynomials instead of expression trees: five
     to ten times faster on the softmax proofs. Inexact coefficients (floats) are never decided here."""
