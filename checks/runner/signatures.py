@@ -152,11 +152,14 @@ def _close(a: list[np.ndarray], b: list[np.ndarray], u: float, scale: float = 1.
     for x, y in zip(a, b):
         if x.shape != y.shape:
             return False
-        same_nan = np.isnan(x) & np.isnan(y)
-        tol = scale * math.sqrt(u) * (1 + np.abs(y))
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN, which compares False: no warning in a user's log
-            near = np.abs(x - y) <= tol
-        if not np.all(same_nan | near):
+        # Equal values (an infinity of one sign on both sides among them) and NaN against NaN are the same output.
+        # A difference is taken only where both are finite: at an infinite y the tolerance would be infinite too,
+        # and any finite x would "match" it.
+        same = (x == y) | (np.isnan(x) & np.isnan(y))
+        finite = np.isfinite(x) & np.isfinite(y)
+        xf, yf = np.where(finite, x, 0.0), np.where(finite, y, 0.0)
+        near = finite & (np.abs(xf - yf) <= scale * math.sqrt(u) * (1 + np.abs(yf)))
+        if not np.all(same | near):
             return False
     return True
 
