@@ -23,8 +23,9 @@ MIN_ACTIONS, MAX_ACTIONS = 2, 6
 
 
 def rational_identity(lhs, rhs, label: str) -> ProofResult:
-    """``identity`` for rational functions: compares the numerator of ``lhs - rhs`` over a common
-    denominator (non-zero here: a power of sum_j exp z_j > 0), which is far faster than ``simplify``."""
+    """``identity`` for rational functions (the denominators non-zero where the proof applies it): decided in
+    polynomial field arithmetic (``core.rational_zero``) or, failing that, by the numerator of ``lhs - rhs`` over a
+    common denominator; both far faster than ``simplify``."""
     if rational_zero(sp.sympify(lhs) - sp.sympify(rhs)):
         return ProofResult(PROVED, [f"{label} (numerator of lhs - rhs): proved"],
                            identities=[Identity(label, sp.sympify(lhs), sp.sympify(rhs))])

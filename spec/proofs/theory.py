@@ -21,8 +21,8 @@ import math
 
 import sympy as sp
 
-from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate, field_sign, rational_zero
-from .pg import all_of, nonzero
+from .core import INCONCLUSIVE, PROVED, REFUTED, Identity, ProofResult, combine, identity, proof, restate, field_sign
+from .pg import all_of, nonzero, rational_identity
 
 gamma = sp.Symbol("gamma", positive=True)
 
@@ -53,16 +53,6 @@ def decide_sign(expr, label: str, relation: str, witnesses, strict: bool = False
                                identities=decided)
     return ProofResult(INCONCLUSIVE, [f"{label}: inconclusive"], counterexample=f"{label}: sign of {expr} undecided",
                        identities=decided)
-
-
-def rational(lhs, rhs, label: str) -> ProofResult:
-    """``lhs == rhs`` for rational functions: the numerator of their difference over a common denominator expands to 0."""
-    if rational_zero(sp.sympify(lhs) - sp.sympify(rhs)):
-        return ProofResult(PROVED, [f"{label}: proved"], identities=[Identity(label, sp.sympify(lhs), sp.sympify(rhs))])
-    numerator, _ = sp.fraction(sp.together(sp.sympify(lhs) - sp.sympify(rhs)))
-    result = identity(sp.expand(numerator), 0, label)
-    result.identities = [Identity(label, sp.sympify(lhs), sp.sympify(rhs))]
-    return result
 
 
 def same_polynomial(lhs: sp.Poly, rhs: sp.Poly, label: str, shown) -> ProofResult:
@@ -122,7 +112,7 @@ def _trajectory_score(weight=discounted_reward_to_go) -> ProofResult:
             if H == 2:  # the dynamics drop out of grad log p(tau), trajectory by trajectory
                 logs = [sum(sp.log(policy(a, st)) + sp.log(move(st, a, s2)) for st, a, s2 in zip(states, actions, states[1:]))
                         for states, actions in paths]
-                steps.append(all_of((restate(rational(d_theta(lg), sum(sc), f"tau = {paths[k]}"),
+                steps.append(all_of((restate(rational_identity(d_theta(lg), sum(sc), f"tau = {paths[k]}"),
                                              shown=(sp.Derivative(sp.Function("log p")(sp.Symbol("tau")), sp.Symbol(f"theta_{s}")),
                                                     sp.Sum(sp.Symbol("s_t"), (sp.Symbol("t"), 0, H - 1))))
                                      for k, (lg, sc) in enumerate(zip(logs, score))),
