@@ -176,6 +176,55 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number or auto") from None
 
 
+def run() -> None:
+    """The ``rlspec`` console script: :func:`main`, then an exit without the interpreter's teardown.
+
+    With torch loaded, Python's teardown (every module's objects freed one by one) costs about 0.4 s, a
+    sixth of the import floor, after the run has ended and its report is written: a user waits for it on
+    every command. The exit runs what the teardown would have run that matters (the ``atexit`` handlers,
+    coverage's among them; the streams' buffers) and then ends the process. Where a thread that is not a
+    daemon is still running, Python's own exit (which waits for it) is taken instead."""
+    code = main()
+    import threading
+
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`rlspec list | head`) or a closed stream
+            pass
+    os._exit(code if isinstance(code, int) else 0)
+
+
+DRAWING_COMMANDS = ("check", "vectors", "matrix", "study", "explain", "book", "figures")  # the ones that load the checks
+
+
+def _import_hypothesis_without_plugins() -> None:
+    """Import Hypothesis with its entry-point plugins off (``HYPOTHESIS_NO_PLUGINS``), then put the
+    environment back, so workers and candidates see the user's. A plugin can register strategies and
+    backends, which would make what a seed draws depend on the install (the local-constants switch in
+    checks/runner/verdict.py has the same reason); and the plugins an environment happens to hold cost
+    time: trio's (selenium brings trio) imports pytest, about 0.15 s of every run. rlspec's properties use
+    none. Nothing is done where Hypothesis is already imported (rlspec inside a pytest run)."""
+    if "hypothesis" in sys.modules:
+        return
+    previous = os.environ.get("HYPOTHESIS_NO_PLUGINS")
+    os.environ["HYPOTHESIS_NO_PLUGINS"] = "1"
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:  # reported where a check needs it
+        pass
+    finally:
+        if previous is None:
+            del os.environ["HYPOTHESIS_NO_PLUGINS"]
+        else:
+            os.environ["HYPOTHESIS_NO_PLUGINS"] = previous
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     words = list(sys.argv[1:] if argv is None else argv)
@@ -184,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    if args.command in DRAWING_COMMANDS:
+        _import_hypothesis_without_plugins()
     handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix, "book": cmd_book}[args.command]
     try:
         return handler(args)
@@ -877,4 +928,4 @@ def cmd_study(args) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -4,6 +4,7 @@ explain, prove."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -204,6 +205,40 @@ def test_console_script_is_installed():
     assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-m", "rlspec.checks.cli", "list"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "GAE-SEED-EXAMPLE" in done.stdout
+
+
+def test_the_console_script_exits_without_teardown_but_runs_atexit_and_flushes():
+    """``run`` ends the process without Python's teardown (0.4 s with torch loaded): what the teardown would do
+    that matters still happens (atexit handlers, coverage's among them; buffered output through a pipe), the exit
+    code is main's, and a running thread that is not a daemon is waited for, as Python's own exit would."""
+    script = ("import atexit, sys, threading, time\n"
+              "atexit.register(lambda: print('atexit handler ran'))\n"
+              "if sys.argv[1] == 'thread':\n"
+              "    threading.Thread(target=lambda: (time.sleep(0.5), print('thread finished'))).start()\n"
+              "sys.argv = ['rlspec'] + sys.argv[2:]\n"
+              "from rlspec.checks.cli import run\n"
+              "run()\n")
+    done = subprocess.run([sys.executable, "-c", script, "plain", "list"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "GAE-SEED-EXAMPLE" in done.stdout and done.stdout.rstrip().endswith("atexit handler ran")
+    done = subprocess.run([sys.executable, "-c", script, "plain", "list", "--bogus"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    done = subprocess.run([sys.executable, "-c", script, "thread", "list"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "thread finished" in done.stdout and "atexit handler ran" in done.stdout
+
+
+def test_check_imports_hypothesis_without_its_plugins_and_leaves_the_environment_alone():
+    """A Hypothesis entry-point plugin can register strategies or backends (what a seed draws would depend on the
+    install) and costs import time (trio's, which selenium brings, imports pytest): the command line imports
+    Hypothesis with plugins off, and the variable it sets for that is gone before any candidate runs."""
+    script = ("import os, sys\n"
+              "from rlspec.checks.cli import main\n"
+              "code = main(['check', '--only', 'GAE-SEED-EXAMPLE', '--no-isolation'])\n"
+              "print(code, os.environ.get('HYPOTHESIS_NO_PLUGINS'), 'trio' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "HYPOTHESIS_NO_PLUGINS"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 None False"  # trio is installed here (selenium's), never imported
 
 
 def test_objects_and_in_memory_modules_are_candidates():

@@ -59,10 +59,18 @@ def test_drawn_examples_ignore_local_constants():
 
     from rlspec.checks.runner.verdict import _no_local_constants
 
-    original = providers._get_local_constants
+    original, outside = providers._get_local_constants, providers.CONSTANTS_CACHE
+    outside[("float", "a key of the user's")] = ((0.5,), (7.0,))
     with _no_local_constants():
         assert len(providers._get_local_constants()) == 0
-    assert providers._get_local_constants is original
+        # which constants a draw's bounds permit is cached apart, computed without local constants, and kept
+        # from one property to the next (the same values every time); the user's cache is left as it was
+        own = providers.CONSTANTS_CACHE
+        assert own is not outside and ("float", "a key of the user's") not in own
+    with _no_local_constants():
+        assert providers.CONSTANTS_CACHE is own
+    assert providers._get_local_constants is original and providers.CONSTANTS_CACHE is outside
+    assert outside[("float", "a key of the user's")] == ((0.5,), (7.0,))
 
 
 def test_a_missing_patch_point_is_said_loudly(monkeypatch, capsys):

@@ -361,14 +361,33 @@ def _no_local_constants():
         yield
         return
     providers, empty = switch
-    original = providers._get_local_constants
+    original, outside = providers._get_local_constants, providers.CONSTANTS_CACHE
     providers._get_local_constants = lambda: empty
-    providers.CONSTANTS_CACHE.cache.clear()
+    # Hypothesis caches, per kind of draw, which constants its bounds permit (local ones among them). Under
+    # the switch those are computed without local constants, so they go to a cache of rlspec's own that
+    # outlives the property: the same values every time, filtered once per run instead of once per property
+    # (one filter is a few hundred `choice_permitted` calls), and the outside cache is left as it was.
+    global _NO_LOCAL_CONSTANTS_CACHE
+    if type(_NO_LOCAL_CONSTANTS_CACHE) is not type(outside):
+        try:
+            _NO_LOCAL_CONSTANTS_CACHE = type(outside)(1024)
+        except TypeError:  # another Hypothesis' cache class: clear the shared one on the way in and out, as before
+            _NO_LOCAL_CONSTANTS_CACHE = None
+    own = _NO_LOCAL_CONSTANTS_CACHE
+    if own is None:
+        outside.cache.clear()
+    else:
+        providers.CONSTANTS_CACHE = own
     try:
         yield
     finally:
         providers._get_local_constants = original
-        providers.CONSTANTS_CACHE.cache.clear()
+        providers.CONSTANTS_CACHE = outside
+        if own is None:
+            outside.cache.clear()
+
+
+_NO_LOCAL_CONSTANTS_CACHE = None  # Hypothesis' constants cache while local constants are off (see above)
 
 
 def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype, checks) -> ClauseResult:
