@@ -79,6 +79,45 @@ def test_mutation_is_a_failure_of_the_dedicated_clause():
     assert "before 0.5, after 1.0" in result.counterexample
 
 
+def test_a_call_is_written_as_it_was_made_whatever_happens_to_its_arguments_later():
+    """A call's code (the replay a message prints) is written only when a message reads it, from copies taken
+    before the call: the same text as writing it then, for every kind of argument, even when the arguments
+    are changed afterwards. The mutation check compares bytes first: it still sees every change of value, and
+    a -0.0 written over 0.0 (the same value, other bytes) is still no mutation."""
+    import numpy as np
+    import torch
+
+    from rlspec.checks.kit.context import MutatedInput, _to_numpy, call_writer, format_call
+    from rlspec.checks.runner import protocol
+    from rlspec.reference.gae import gae as exact
+
+    args = {"a": np.array([1.5, -0.0, np.nan, np.inf]), "b": np.array([[1, 2], [3, 4]], dtype=np.float32),
+            "c": np.array([True, False]), "d": np.zeros(100), "e": torch.tensor([1.0, 2.0], requires_grad=True),
+            "f": torch.tensor([0.1, 0.2], dtype=torch.bfloat16), "g": torch.zeros(70), "h": 0.5, "i": "mean",
+            "j": np.float32(0.25), "k": [1, 2], "l": None, "m": torch.tensor([1, 2])}
+    copies = {k: _to_numpy(v).copy() if isinstance(v, np.ndarray) or torch.is_tensor(v) else None for k, v in args.items()}
+    written, expected = call_writer("op", args, copies), format_call("op", args)
+    with torch.no_grad():
+        args["a"][0], args["e"][0], args["f"][0], args["k"][0] = 9.0, 7.0, 3.0, 5
+    assert written() == expected
+
+    def flips_zeros(**kw):
+        kw["values"][kw["values"] == 0] = 0.0  # -0.0 becomes 0.0
+        return exact(**kw)
+
+    def halves(**kw):
+        kw["values"] /= 2
+        return exact(**kw)
+
+    rollout = {"rewards": np.array([1.0, 0.5]), "values": np.array([-0.0, 0.5]), "next_values": np.array([0.5, 0.0]),
+               "terminated": np.array([False, True]), "truncated": np.array([False, False]), "gamma": 0.9, "lam": 0.8}
+    made = protocol.Candidate("inline", "inline", {"gae": flips_zeros})
+    call = protocol.call(made, "gae", rollout, outputs=2, shape=(2,))
+    assert call.code == format_call("gae", {**rollout, "values": np.array([-0.0, 0.5])}) and "values=np.array([-0.0, 0.5])" in call.code
+    with pytest.raises(MutatedInput, match=r"gae mutated its input `values` in place at index \(1,\)"):
+        protocol.call(protocol.Candidate("inline", "inline", {"gae": halves}), "gae", rollout, outputs=2, shape=(2,))
+
+
 def test_global_state_is_restored_and_reported():
     import numpy as np
     import torch

@@ -64,7 +64,7 @@ class Call:
 
     outputs: list[np.ndarray]
     unit_roundoff: float
-    code: str
+    written: Any  # the call as code: the text, or a function that writes it when ``code`` is first read
     printed: str = ""
     output_dtypes: tuple[str, ...] = ()
     raw: Any = None  # what the candidate returned, unconverted (torch tensors keep their graph)
@@ -77,6 +77,18 @@ class Call:
     dtype: Any = np.float64  # how the call was made, so that it can be made again on another candidate
     array: str | None = None
     requires_grad: tuple[str, ...] = ()
+
+    @property
+    def code(self) -> str:
+        """The call as code a user can paste (:func:`format_call`). Written when first read: a message needs it,
+        a passing check does not, and writing every argument out is a fifth of what a small call costs."""
+        if not isinstance(self.written, str):
+            self.written = self.written()
+        return self.written
+
+    @code.setter
+    def code(self, text: str) -> None:
+        self.written = text
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,31 +182,52 @@ def captured_output():
 def format_value(value, limit: int = 64) -> str:
     """One argument as code that rebuilds it: what the candidate received, numpy, torch or jax (``import numpy
     as np``, ``import torch``, ``import jax.numpy as jnp`` assumed)."""
+    return _value_writer(value, None, limit)()
+
+
+def _value_writer(value, data: np.ndarray | None, limit: int):
+    """A function that writes ``value`` as :func:`format_value` does. ``data``: the values of an array ``value``
+    as numpy (what ``_to_numpy`` gives), copied when the call was made; None: read ``value`` itself, now. The
+    kind, dtype and flags are read now; only the values are written later, from ``data``."""
     if isinstance(value, np.ndarray):
-        if value.size > limit:
-            return f"<array shape={value.shape} dtype={value.dtype}>"
-        text = f"np.array({value.tolist()!r}"
-        return text + (")" if value.dtype in (bool, np.float64) else f", dtype=np.{value.dtype})")
+        array = value if data is None else data
+        if array.size > limit:
+            text = f"<array shape={array.shape} dtype={array.dtype}>"
+            return lambda: text
+        tail = ")" if array.dtype in (bool, np.float64) else f", dtype=np.{array.dtype})"
+        return lambda: f"np.array({array.tolist()!r}" + tail
     module = type(value).__module__
     if module.startswith("torch") and hasattr(value, "detach"):
         if value.numel() > limit:
-            return f"<tensor shape={tuple(value.shape)} dtype={value.dtype}>"
-        data = value.detach().cpu()
-        data = data.float() if "bfloat16" in str(data.dtype) else data
+            text = f"<tensor shape={tuple(value.shape)} dtype={value.dtype}>"
+            return lambda: text
+        if data is None:
+            data = value.detach().cpu()
+            data = (data.float() if "bfloat16" in str(data.dtype) else data).numpy()
         extra = f", device={str(value.device)!r}" if value.device.type != "cpu" else ""
         extra += ", requires_grad=True" if value.requires_grad else ""
-        return f"torch.tensor({data.numpy().tolist()!r}, dtype={value.dtype}{extra})"
+        dtype = value.dtype
+        return lambda: f"torch.tensor({data.tolist()!r}, dtype={dtype}{extra})"
     if module.startswith(("jax", "jaxlib")) and hasattr(value, "dtype"):
-        array = np.asarray(value)
+        array = np.asarray(value) if data is None else data
         if array.size > limit:
-            return f"<array shape={array.shape} dtype={array.dtype}>"
-        return f"jnp.array({array.tolist()!r}, dtype=jnp.{array.dtype})"
-    if isinstance(value, np.generic):
-        return repr(value.item())
-    return repr(value)
+            text = f"<array shape={array.shape} dtype={array.dtype}>"
+            return lambda: text
+        return lambda: f"jnp.array({array.tolist()!r}, dtype=jnp.{array.dtype})"
+    text = repr(value.item()) if isinstance(value, np.generic) else repr(value)
+    return lambda: text
 
 
 def format_call(operation: str, args: dict[str, Any], limit: int = 64) -> str:
     """The call as code a user can paste, with each argument as the candidate received it (``import numpy as
     np``, and ``import torch`` for torch arguments, assumed)."""
     return f"{operation}({', '.join(f'{name}={format_value(value, limit)}' for name, value in args.items())})"
+
+
+def call_writer(operation: str, args: dict[str, Any], copies: dict[str, np.ndarray | None], limit: int = 64):
+    """A function that writes :func:`format_call`'s text for ``args`` as they are now, later: the values of each
+    array argument are read from ``copies`` (its values as numpy, copied before the call, which nothing else
+    holds), everything else is read now. The text is the same whatever the candidate or a check does to the
+    arguments afterwards."""
+    writers = [(name, _value_writer(value, copies.get(name), limit)) for name, value in args.items()]
+    return lambda: f"{operation}({', '.join(f'{name}={write()}' for name, write in writers)})"

@@ -29,6 +29,7 @@ from ..kit.context import (  # noqa: F401 - the types and helpers of a call are 
     NotProvided,
     _is_array,
     _to_numpy,
+    call_writer,
     captured_output,
     describe,
     format_call,
@@ -308,13 +309,17 @@ def call(
     }
     converted = convert()
     before = {name: _snapshot(value) for name, value in converted.items()}
-    code = format_call(operation, converted)
+    code = call_writer(operation, converted, before)  # written from the copies in `before` if a message needs it
     result, printed, changes = _invoke(function, converted, operation)
 
     for name, value in converted.items():
         if before[name] is None:
             continue
-        after = _snapshot(value)
+        after = _to_numpy(value)
+        # the same bytes are the same values (the common case, one comparison); else compare as values
+        if after.shape == before[name].shape and after.dtype == before[name].dtype and after.tobytes() == before[name].tobytes():
+            continue
+        after = after.copy()
         if after.shape != before[name].shape or not np.array_equal(after, before[name], equal_nan=True):
             where = np.argwhere(after != before[name]) if after.shape == before[name].shape else []
             at = f" at index {tuple(int(i) for i in where[0])}" if len(where) else ""
