@@ -185,13 +185,14 @@ def run() -> None:
     coverage's among them; the streams' buffers) and then ends the process. Where a thread that is not a
     daemon is still running, Python's own exit (which waits for it) is taken instead."""
     code = main()
+    import atexit
     import threading
 
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    run_exit_functions = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere, Python's own exit
+    if run_exit_functions is None or any(
+            t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
-    import atexit
-
-    atexit._run_exitfuncs()
+    run_exit_functions()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
