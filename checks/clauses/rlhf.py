@@ -633,6 +633,14 @@ def call_token_ppo(ctx, logp_new, logp_old, advantages, mask, clip_low, clip_hig
     return float(call.outputs[0]), leaf_gradient(call, "logp_new", shape[0] * shape[1]).reshape(shape), call, args
 
 
+def _c_exp(x: float) -> float:
+    """``exp(x)`` by the C library, ``inf`` past float64's range as numpy's exp gives (math.exp raises there)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def ppo_expected(args, clamp, u):
     """(loss, gradient lower bound, gradient upper bound, loss tolerance, gradient tolerance) over real tokens."""
     m = args["mask"]
@@ -641,7 +649,11 @@ def ppo_expected(args, clamp, u):
     conv = _ppo_conv(clip_high, c)
     x = lpn - lpo
     x_eff = x if clamp is None else np.clip(x, -clamp, clamp)
-    r = np.exp(x_eff)
+    # The C library's exp, not numpy's: numpy picks its kernel by CPU (AVX-512's lands a ratio like 1.5 one ulp
+    # from the C library's), and the loss is a sum of +-r A terms that cancel (terms of 3 for a loss of 0.4), so
+    # one ulp of a ratio is many of the loss: the vectors written from this loss would then differ by machine
+    # beyond vectors.SAME_SET_ULPS (token_ppo_loss, 8 ulps on an AMD EPYC with AVX-512 against the committed set).
+    r = np.array([_c_exp(v) for v in x_eff.tolist()], dtype=np.float64).reshape(x_eff.shape)
     objective = clip_objective(r, A, clip_low, conv)
     rel = ratio_relative_error(lpn, lpo, u)
     low, high = log_derivative_bounds(r, A, clip_low, conv, rel)
