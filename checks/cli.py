@@ -204,28 +204,6 @@ def run() -> None:
 DRAWING_COMMANDS = ("check", "vectors", "matrix", "study", "explain", "book", "figures")  # the ones that load the checks
 
 
-def _import_hypothesis_without_plugins() -> None:
-    """Import Hypothesis with its entry-point plugins off (``HYPOTHESIS_NO_PLUGINS``), then put the
-    environment back, so workers and candidates see the user's. A plugin can register strategies and
-    backends, which would make what a seed draws depend on the install (the local-constants switch in
-    checks/runner/verdict.py has the same reason); and the plugins an environment happens to hold cost
-    time: trio's (selenium brings trio) imports pytest, about 0.15 s of every run. rlspec's properties use
-    none. Nothing is done where Hypothesis is already imported (rlspec inside a pytest run)."""
-    if "hypothesis" in sys.modules:
-        return
-    previous = os.environ.get("HYPOTHESIS_NO_PLUGINS")
-    os.environ["HYPOTHESIS_NO_PLUGINS"] = "1"
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:  # reported where a check needs it
-        pass
-    finally:
-        if previous is None:
-            del os.environ["HYPOTHESIS_NO_PLUGINS"]
-        else:
-            os.environ["HYPOTHESIS_NO_PLUGINS"] = previous
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     words = list(sys.argv[1:] if argv is None else argv)
@@ -235,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command in DRAWING_COMMANDS:
-        _import_hypothesis_without_plugins()
+        from .runner.verdict import import_hypothesis_without_plugins
+
+        import_hypothesis_without_plugins()
     handler = {"check": cmd_check, "vectors": cmd_vectors, "list": cmd_list, "contract": cmd_contract, "explain": cmd_explain, "prove": cmd_prove, "figures": cmd_figures, "study": cmd_study, "matrix": cmd_matrix, "book": cmd_book}[args.command]
     try:
         return handler(args)

@@ -414,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", required=True, metavar="PATH")
     parser.add_argument("--time-limit", type=float, default=None)
     args = parser.parse_args(argv)
+    from ..runner.verdict import import_hypothesis_without_plugins
+
+    import_hypothesis_without_plugins()  # as `rlspec check` does: a cell's draws do not depend on the environment's plugins
     report = check_adapter(args.adapter, profile=args.profile, seed=args.seed, time_limit=args.time_limit)
     Path(args.json).write_text(json.dumps(report) + "\n", encoding="utf-8")
     return 0

@@ -317,6 +317,31 @@ def random_state(numpy: bool = True) -> tuple[int, tuple]:
     return protocol.rng_draws, tuple(states)
 
 
+def import_hypothesis_without_plugins() -> None:
+    """Import Hypothesis with its entry-point plugins off (``HYPOTHESIS_NO_PLUGINS``), then put the environment
+    back, so that workers and candidates see the user's. A plugin can register strategies and backends, which would
+    make what a seed draws depend on the install (the reason for the local-constants switch below); and the plugins
+    an environment happens to hold cost time: trio's (selenium brings trio) imports pytest, about 0.15 s of every
+    run. rlspec's properties use none. The command line and the matrix's per-adapter runs call this first; nothing
+    is done where Hypothesis is already imported (rlspec inside a pytest run)."""
+    import os
+    import sys
+
+    if "hypothesis" in sys.modules:
+        return
+    previous = os.environ.get("HYPOTHESIS_NO_PLUGINS")
+    os.environ["HYPOTHESIS_NO_PLUGINS"] = "1"
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:  # reported where a check needs it
+        pass
+    finally:
+        if previous is None:
+            del os.environ["HYPOTHESIS_NO_PLUGINS"]
+        else:
+            os.environ["HYPOTHESIS_NO_PLUGINS"] = previous
+
+
 LOCAL_CONSTANTS = "hypothesis.internal.conjecture.providers._get_local_constants"  # the patch point
 
 
