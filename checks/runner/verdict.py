@@ -393,12 +393,12 @@ def _no_local_constants():
     # outlives the property: the same values every time, filtered once per run instead of once per property
     # (one filter is a few hundred `choice_permitted` calls), and the outside cache is left as it was.
     global _NO_LOCAL_CONSTANTS_CACHE
-    if type(_NO_LOCAL_CONSTANTS_CACHE) is not type(outside):
+    if _NO_LOCAL_CONSTANTS_CACHE is None:
         try:
             _NO_LOCAL_CONSTANTS_CACHE = type(outside)(1024)
         except TypeError:  # another Hypothesis' cache class: clear the shared one on the way in and out, as before
-            _NO_LOCAL_CONSTANTS_CACHE = None
-    own = _NO_LOCAL_CONSTANTS_CACHE
+            _NO_LOCAL_CONSTANTS_CACHE = False
+    own = None if _NO_LOCAL_CONSTANTS_CACHE is False else _NO_LOCAL_CONSTANTS_CACHE  # (an empty cache is falsy)
     if own is None:
         outside.cache.clear()
     else:
@@ -412,7 +412,7 @@ def _no_local_constants():
             outside.cache.clear()
 
 
-_NO_LOCAL_CONSTANTS_CACHE = None  # Hypothesis' constants cache while local constants are off (see above)
+_NO_LOCAL_CONSTANTS_CACHE = None  # Hypothesis' constants cache while local constants are off (False: none can be made)
 
 
 def run_clause(candidate: Candidate, clause: catalogue.Clause, profile: Profile, seed: int, dtype, checks) -> ClauseResult:
